@@ -42,7 +42,10 @@ vcsim: deps
 # (tests/package-check).
 # vsphere-client's feature-gated type families: the workspace builds without
 # them (as a program does by default); `make test` also tests the crate with them.
-TYPE_FAMILIES := all-events,all-faults
+TYPE_FAMILIES := all-events,all-faults,admin
+comma := ,
+# The same, named from the workspace (vsphere-client/all-events,...).
+CLIENT_FAMILIES := $(subst $(comma),$(comma)vsphere-client/,vsphere-client/$(TYPE_FAMILIES))
 
 test: deps
 	@vcsim_bin="$$(tests/vcsim/build)"; echo "simulator launcher: $$vcsim_bin"; \
@@ -56,9 +59,9 @@ test: deps
 	VCSIM_BIN="$$vcsim_bin" cargo nextest run --workspace --no-fail-fast; \
 	cargo clippy -p vsphere-client --all-targets --quiet --features $(TYPE_FAMILIES) -- -D warnings || { echo "make test: clippy found warnings with the type families compiled in"; exit 1; }; \
 	VCSIM_BIN="$$vcsim_bin" cargo nextest run -p vsphere-client --features $(TYPE_FAMILIES) --no-fail-fast; \
-	cargo nextest run -p vsphere-tests --test generated_completeness --features $(subst all-,vsphere-client/all-,$(TYPE_FAMILIES)); \
+	VCSIM_BIN="$$vcsim_bin" cargo nextest run -p vsphere-tests --test generated_completeness --test admin_simulator --features $(CLIENT_FAMILIES); \
 	cargo test --doc --workspace; \
-	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p vsphere-client -p vsphere-testkit --features vsphere-client/all-events,vsphere-client/all-faults; \
+	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p vsphere-client -p vsphere-testkit --features $(CLIENT_FAMILIES); \
 	tests/package-check
 
 # Verifies the bundle against its SHA256SUMS, then fills $(GENERATED) with a

@@ -1,6 +1,7 @@
 //! Type families behind cargo features of vsphere-client: the ~440 event types
-//! (`all-events`) and the ~650 specific faults a program rarely matches
-//! (`all-faults`). Their code is about a third of the bindings, and most
+//! (`all-events`), the ~650 specific faults a program rarely matches
+//! (`all-faults`), and the managed objects of host and vCenter administration
+//! with their operations (`admin`, see [`MANAGED_OBJECT_FAMILIES`]). Their code is about a third of the bindings, and most
 //! programs only ever meet them through the family's root: a `VmPoweredOnEvent`
 //! read without `all-events` decodes as the nearest type that is compiled in
 //! (`Event`), its own elements skipped, as a type this version does not know
@@ -91,10 +92,179 @@ pub const FAMILIES: &[Family] = &[
     },
 ];
 
-/// The feature gating each gated complex type or enumeration, by XML name.
-pub fn gated(model: &Model) -> BTreeMap<String, &'static str> {
+/// A family of managed objects: the cargo feature that compiles them in,
+/// with their operations (the `Vim` methods, request types) and the types
+/// only they use.
+pub struct ManagedObjectFamily {
+    pub feature: &'static str,
+    pub managed_objects: &'static [&'static str],
+}
+
+/// The managed objects that configure hosts and administer vCenter:
+/// host configuration managers, vSAN, host and cluster profiles, key
+/// management, alarms, roles and permissions, licenses, extensions,
+/// scheduled tasks, certificates, vCenter HA. A program driving VMs and
+/// reading the inventory (hosts, clusters, datastores, networks included)
+/// needs none of them. Names the schema does not have are ignored.
+pub const ADMIN_MANAGED_OBJECTS: &[&str] = &[
+    // hosts
+    "HostAccessManager",
+    "HostActiveDirectoryAuthentication",
+    "HostAssignableHardwareManager",
+    "HostAuthenticationManager",
+    "HostAuthenticationStore",
+    "HostAutoStartManager",
+    "HostBootDeviceSystem",
+    "HostCacheConfigurationManager",
+    "HostCertificateManager",
+    "HostCpuSchedulerSystem",
+    "HostDateTimeSystem",
+    "HostDiagnosticSystem",
+    "HostDirectoryStore",
+    "HostEsxAgentHostManager",
+    "HostFirewallSystem",
+    "HostFirmwareSystem",
+    "HostGraphicsManager",
+    "HostHealthStatusSystem",
+    "HostImageConfigManager",
+    "HostKernelModuleSystem",
+    "HostLocalAccountManager",
+    "HostLocalAuthentication",
+    "HostMemorySystem",
+    "HostNetworkSystem",
+    "HostNvdimmSystem",
+    "HostPatchManager",
+    "HostPciPassthruSystem",
+    "HostPowerSystem",
+    "HostServiceSystem",
+    "HostSnmpSystem",
+    "HostStorageSystem",
+    "HostVFlashManager",
+    "HostVMotionSystem",
+    "HostVStorageObjectManager",
+    "HostVirtualNicManager",
+    "IscsiManager",
+    // vSAN
+    "HostVsanInternalSystem",
+    "HostVsanSystem",
+    "VsanUpgradeSystem",
+    // profiles
+    "ClusterProfile",
+    "ClusterProfileManager",
+    "HostProfile",
+    "HostProfileManager",
+    "HostSpecificationManager",
+    "Profile",
+    "ProfileComplianceManager",
+    "ProfileManager",
+    // key management
+    "CryptoManager",
+    "CryptoManagerHost",
+    "CryptoManagerHostKMS",
+    "CryptoManagerKmip",
+    // vCenter administration
+    "Alarm",
+    "AlarmManager",
+    "AuthorizationManager",
+    "CertificateManager",
+    "ClusterEVCManager",
+    "DiagnosticManager",
+    "ExtensionManager",
+    "FailoverClusterConfigurator",
+    "FailoverClusterManager",
+    "HealthUpdateManager",
+    "IoFilterManager",
+    "IpPoolManager",
+    "LicenseAssignmentManager",
+    "LicenseManager",
+    "LocalizationManager",
+    "MessageBusProxy",
+    "ResourcePlanningManager",
+    "ScheduledTask",
+    "ScheduledTaskManager",
+    "ServiceManager",
+    "SimpleCommand",
+    "SiteInfoManager",
+    "TenantTenantManager",
+    "UserDirectory",
+];
+
+pub const MANAGED_OBJECT_FAMILIES: &[ManagedObjectFamily] = &[ManagedObjectFamily {
+    feature: "admin",
+    managed_objects: ADMIN_MANAGED_OBJECTS,
+}];
+
+/// What the cargo features gate, by XML name: the feature of each gated
+/// complex type (request types included) and enumeration, managed object
+/// and operation.
+#[derive(Debug, Default)]
+pub struct Gates {
+    pub types: BTreeMap<String, &'static str>,
+    pub managed_objects: BTreeMap<String, &'static str>,
+    pub operations: BTreeMap<String, &'static str>,
+}
+
+/// The managed objects and operations of the managed object families: a
+/// managed object stays when one outside its family derives from it, an
+/// operation is gated when every managed object declaring it is (with the
+/// same feature).
+fn managed_object_gates(
+    model: &Model,
+) -> (BTreeMap<&str, &'static str>, BTreeMap<&str, &'static str>) {
+    let mut objects: BTreeMap<&str, &'static str> = BTreeMap::new();
+    for family in MANAGED_OBJECT_FAMILIES {
+        for name in family.managed_objects {
+            if let Some((name, _)) = model.managed_objects.get_key_value(*name) {
+                objects.insert(name, family.feature);
+            }
+        }
+    }
+    loop {
+        let kept: Vec<&str> = model
+            .managed_objects
+            .values()
+            .filter_map(|mo| {
+                let base = mo.base.as_deref()?;
+                let base_feature = objects.get(base)?;
+                (objects.get(mo.name.as_str()) != Some(base_feature)).then_some(base)
+            })
+            .collect();
+        if kept.is_empty() {
+            break;
+        }
+        for base in kept {
+            objects.remove(base);
+        }
+    }
+    let mut declared_by: BTreeMap<&str, BTreeSet<Option<&'static str>>> = BTreeMap::new();
+    for mo in model.managed_objects.values() {
+        for method in &mo.methods {
+            declared_by
+                .entry(method)
+                .or_default()
+                .insert(objects.get(mo.name.as_str()).copied());
+        }
+    }
+    let operations = declared_by
+        .into_iter()
+        .filter_map(
+            |(op, features)| match features.into_iter().collect::<Vec<_>>()[..] {
+                [Some(feature)] => Some((op, feature)),
+                _ => None,
+            },
+        )
+        .collect();
+    (objects, operations)
+}
+
+/// What each feature gates (see [`Gates`]).
+pub fn gates(model: &Model) -> Gates {
+    let (objects, operations) = managed_object_gates(model);
     // Who refers to whom: holder -> the complex types and enumerations its
-    // fields name. Results and properties are held by no type: always kept.
+    // fields name. The results of operations and the properties of managed
+    // objects outside every family are held by no type: always kept; a gated
+    // operation's result is held by its request type, a gated managed
+    // object's properties by the object.
     let mut referrers: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     let mut pinned: BTreeSet<&str> = BTreeSet::new();
     for ty in model.types.values() {
@@ -108,19 +278,32 @@ pub fn gated(model: &Model) -> BTreeMap<String, &'static str> {
         if let Some(TypeRef::Complex(name) | TypeRef::Enum(name)) =
             op.returnval.as_ref().map(|r| &r.ty)
         {
-            pinned.insert(name);
+            match operations.contains_key(op.name.as_str()) {
+                true => referrers.entry(name).or_default().insert(&op.request_type),
+                false => pinned.insert(name),
+            };
         }
     }
     for mo in model.managed_objects.values() {
         for p in &mo.properties {
             if let TypeRef::Complex(name) | TypeRef::Enum(name) = &p.ty {
-                pinned.insert(name);
+                match objects.contains_key(mo.name.as_str()) {
+                    true => referrers.entry(name).or_default().insert(&mo.name),
+                    false => pinned.insert(name),
+                };
             }
         }
     }
     let base_of = |name: &str| model.types.get(name).and_then(|t| t.base.as_deref());
 
-    let mut family_of: BTreeMap<&str, &'static str> = BTreeMap::new();
+    // The managed objects and request types of gated operations seed their
+    // family; the type families are seeded by their roots' descendants.
+    let mut family_of: BTreeMap<&str, &'static str> = objects.clone();
+    for op in model.operations.values() {
+        if let Some(&feature) = operations.get(op.name.as_str()) {
+            family_of.insert(&op.request_type, feature);
+        }
+    }
     for family in FAMILIES {
         let kept: BTreeSet<&str> = family
             .keep
@@ -215,10 +398,27 @@ pub fn gated(model: &Model) -> BTreeMap<String, &'static str> {
             family_of.remove(name);
         }
     }
-    family_of
+    let types = family_of
         .into_iter()
+        .filter(|(name, _)| model.types.contains_key(*name) || model.enums.contains_key(*name))
         .map(|(name, feature)| (name.to_string(), feature))
-        .collect()
+        .collect();
+    let owned = |map: BTreeMap<&str, &'static str>| {
+        map.into_iter()
+            .map(|(name, feature)| (name.to_string(), feature))
+            .collect()
+    };
+    Gates {
+        types,
+        managed_objects: owned(objects),
+        operations: owned(operations),
+    }
+}
+
+/// The feature gating each gated complex type (request types included) or
+/// enumeration, by XML name.
+pub fn gated(model: &Model) -> BTreeMap<String, &'static str> {
+    gates(model).types
 }
 
 #[cfg(test)]
@@ -328,5 +528,142 @@ mod tests {
         ] {
             assert!(!gated.contains_key(kept), "{kept} must stay compiled in");
         }
+    }
+
+    fn managed_object(
+        model: &mut Model,
+        name: &str,
+        base: Option<&str>,
+        properties: &[&str],
+        methods: &[&str],
+    ) {
+        use crate::model::{ManagedObject, Property};
+        let properties = properties
+            .iter()
+            .map(|p| Property {
+                name: p.to_lowercase(),
+                ty: TypeRef::Complex(p.to_string()),
+                occurs: Occurs::Optional,
+                mo_type: None,
+                since: None,
+            })
+            .collect();
+        model.managed_objects.insert(
+            name.into(),
+            ManagedObject {
+                name: name.into(),
+                base: base.map(Into::into),
+                properties,
+                methods: methods.iter().map(ToString::to_string).collect(),
+                since: None,
+            },
+        );
+    }
+
+    fn operation(model: &mut Model, name: &str, parameter: &str, result: Option<&str>) {
+        let request = format!("{name}RequestType");
+        ty(model, &request, None, &[parameter]);
+        model.types.get_mut(&request).unwrap().is_request = true;
+        model.operations.insert(
+            name.into(),
+            Operation {
+                name: name.into(),
+                request_type: request,
+                returnval: result.map(|r| Returnval {
+                    ty: TypeRef::Complex(r.into()),
+                    occurs: Occurs::Required,
+                }),
+                faults: Vec::new(),
+                since: None,
+            },
+        );
+    }
+
+    #[test]
+    fn an_admin_managed_object_takes_its_operations_and_the_types_only_it_uses() {
+        let mut m = Model::default();
+        ty(&mut m, "DynamicData", None, &[]);
+        ty(&mut m, "MethodFault", Some("DynamicData"), &[]);
+        ty(&mut m, "Event", Some("DynamicData"), &[]);
+        // HostNetworkSystem (admin): its property, parameter and result
+        // types go with it, with what only they hold.
+        ty(
+            &mut m,
+            "HostNetworkInfo",
+            Some("DynamicData"),
+            &["HostPortGroup"],
+        );
+        ty(&mut m, "HostPortGroup", Some("DynamicData"), &[]);
+        ty(
+            &mut m,
+            "HostPortGroupSpec",
+            Some("DynamicData"),
+            &["HostNicTeamingPolicy"],
+        );
+        ty(&mut m, "HostNicTeamingPolicy", Some("DynamicData"), &[]);
+        ty(&mut m, "HostNetworkConfigResult", Some("DynamicData"), &[]);
+        // Also a property of HostSystem (not gated): stays.
+        ty(&mut m, "HostIpRouteConfig", Some("DynamicData"), &[]);
+        operation(&mut m, "AddPortGroup", "HostPortGroupSpec", None);
+        operation(
+            &mut m,
+            "UpdateNetworkConfig",
+            "HostIpRouteConfig",
+            Some("HostNetworkConfigResult"),
+        );
+        // Declared by an admin object and by one that is not: stays.
+        operation(&mut m, "RefreshNetworkSystem", "HostIpRouteConfig", None);
+        managed_object(&mut m, "ExtensibleManagedObject", None, &[], &[]);
+        managed_object(
+            &mut m,
+            "HostNetworkSystem",
+            Some("ExtensibleManagedObject"),
+            &["HostNetworkInfo", "HostIpRouteConfig"],
+            &[
+                "AddPortGroup",
+                "UpdateNetworkConfig",
+                "RefreshNetworkSystem",
+            ],
+        );
+        managed_object(
+            &mut m,
+            "HostSystem",
+            Some("ExtensibleManagedObject"),
+            &["HostIpRouteConfig"],
+            &["RefreshNetworkSystem"],
+        );
+        // Profile is admin, but a managed object outside the family derives
+        // from it: it stays, HostProfile goes.
+        managed_object(&mut m, "Profile", None, &[], &[]);
+        managed_object(&mut m, "HostProfile", Some("Profile"), &[], &[]);
+        managed_object(&mut m, "CustomProfile", Some("Profile"), &[], &[]);
+
+        let gates = gates(&m);
+        let admin = |map: &BTreeMap<String, &'static str>| -> Vec<String> {
+            map.iter()
+                .filter(|(_, f)| **f == "admin")
+                .map(|(n, _)| n.clone())
+                .collect()
+        };
+        assert_eq!(
+            admin(&gates.managed_objects),
+            ["HostNetworkSystem", "HostProfile"]
+        );
+        assert_eq!(
+            admin(&gates.operations),
+            ["AddPortGroup", "UpdateNetworkConfig"]
+        );
+        assert_eq!(
+            admin(&gates.types),
+            [
+                "AddPortGroupRequestType",
+                "HostNetworkConfigResult",
+                "HostNetworkInfo",
+                "HostNicTeamingPolicy",
+                "HostPortGroup",
+                "HostPortGroupSpec",
+                "UpdateNetworkConfigRequestType",
+            ]
+        );
     }
 }

@@ -62,6 +62,10 @@ pub struct Plan {
     /// Types compiled in only with a cargo feature of vsphere-client, by XML
     /// name: the feature (see `families`).
     pub gated: BTreeMap<String, &'static str>,
+    /// Managed objects compiled in only with a feature, by name.
+    pub gated_managed_objects: BTreeMap<String, &'static str>,
+    /// Operations (their `Vim` methods) compiled in only with a feature.
+    pub gated_operations: BTreeMap<String, &'static str>,
 }
 
 impl Plan {
@@ -97,6 +101,16 @@ impl Plan {
     /// family's feature (`#[cfg(feature = "all-events")] `), or nothing.
     pub fn cfg(&self, type_name: &str) -> String {
         crate::emit::cfg_attr(self.gated.get(type_name).copied())
+    }
+
+    /// [`cfg`](Self::cfg) of a managed object.
+    pub fn managed_object_cfg(&self, name: &str) -> String {
+        crate::emit::cfg_attr(self.gated_managed_objects.get(name).copied())
+    }
+
+    /// [`cfg`](Self::cfg) of an operation's `Vim` method.
+    pub fn operation_cfg(&self, name: &str) -> String {
+        crate::emit::cfg_attr(self.gated_operations.get(name).copied())
     }
 
     /// Whether the field `field` declared by `owner` is boxed.
@@ -235,6 +249,7 @@ pub fn plan(model: &Model) -> Result<Plan> {
         }
     }
 
+    let gates = crate::families::gates(model);
     Ok(Plan {
         polymorphic,
         boxed,
@@ -245,7 +260,9 @@ pub fn plan(model: &Model) -> Result<Plan> {
         idempotent,
         array_of,
         owners,
-        gated: crate::families::gated(model),
+        gated: gates.types,
+        gated_managed_objects: gates.managed_objects,
+        gated_operations: gates.operations,
     })
 }
 

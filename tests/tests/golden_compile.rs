@@ -16,7 +16,7 @@ mod xml {
 /// The generated paths reach the runtime's path type as `crate::property`.
 #[allow(unreachable_pub)]
 mod property {
-    pub use vsphere_client::property::PropertyPath;
+    pub use vsphere_client::property::{ManagedObject, PropertyPath};
 }
 
 /// Stand-in for the runtime's `Vim` (the generated methods' home): encodes

@@ -1,5 +1,6 @@
-//! The type families behind features (`all-events`, `all-faults`): built
-//! without them, an event or a rare fault decodes as its nearest ancestor the
+//! The type families behind features (`all-events`, `all-faults`, `admin`):
+//! built without them, an event, a rare fault or an administration type
+//! decodes as its nearest ancestor the
 //! crate holds, with what that ancestor knows, and a fault keeps its wire name;
 //! built with them, as its own type. `make test` runs this file both ways.
 
@@ -116,4 +117,32 @@ fn a_rare_fault_decodes_as_its_nearest_common_ancestor_and_keeps_its_name() {
         fault.detail,
         Some(AnyMethodFault::InvalidLogin(_))
     ));
+}
+
+#[test]
+fn an_administration_type_in_an_any_type_slot_decodes_as_far_as_the_build_knows_it() {
+    // `LicenseUsageInfo` (extends `DynamicData`) is held only by
+    // `LicenseManager` (an `admin` managed object).
+    let xml = format!(
+        r#"<val {XSI} xsi:type="LicenseUsageInfo"><source xsi:type="EvaluationLicenseSource"><remainingHours>12</remainingHours></source><sourceAvailable>true</sourceAvailable></val>"#
+    );
+    let value: Value = decode(&xml);
+    #[cfg(not(feature = "admin"))]
+    {
+        let object = value.as_object().expect("an object, not raw XML");
+        assert_eq!(object.type_name(), "DynamicData");
+        // Still in the registry: its name and place in the hierarchy answer.
+        assert!(REGISTRY.is_subtype_of("LicenseUsageInfo", "DynamicData"));
+    }
+    #[cfg(feature = "admin")]
+    {
+        let usage = value
+            .downcast_ref::<LicenseUsageInfo>()
+            .expect("a LicenseUsageInfo");
+        assert!(usage.source_available);
+        match &usage.source {
+            AnyLicenseSource::EvaluationLicenseSource(e) => assert_eq!(e.remaining_hours, Some(12)),
+            other => panic!("expected an EvaluationLicenseSource, got {other:?}"),
+        }
+    }
 }

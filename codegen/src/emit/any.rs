@@ -138,7 +138,7 @@ pub(crate) fn emit(
                 "impl PartialEq for {any} {{\n    fn eq(&self, other: &Self) -> bool {{ x::same_encoding(self, other) }}\n}}\n"
             ),
             format!(
-                "impl Clone for {any} {{\n    fn clone(&self) -> Self {{ match self {{ {clone} }} }}\n}}\n"
+                "impl Clone for {any} {{\n    #[inline]\n    fn clone(&self) -> Self {{ match self {{ {clone} }} }}\n}}\n"
             ),
             format!(
                 "impl x::Encode for {any} {{\n    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {{\n        \

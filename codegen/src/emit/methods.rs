@@ -70,10 +70,11 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
             writeln!(doc, "///\n/// Declared faults: {}.", faults.join(", ")).ok();
         }
 
+        let cfg = plan.operation_cfg(&op.name);
         // Formatted inside an impl block, which `emit` strips: a file gets one
         // `impl Vim` block for all its methods.
         let code = format!(
-            "impl<'a> crate::Vim<'a> {{\n{doc}#[inline]\npub fn {method}({params}) -> impl std::future::Future<Output = Result<{response}, crate::Error>> + 'a {{\n    \
+            "impl<'a> crate::Vim<'a> {{\n{doc}{cfg}#[inline]\npub fn {method}({params}) -> impl std::future::Future<Output = Result<{response}, crate::Error>> + 'a {{\n    \
              self.call({request_rust} {{ {build} }})\n}}\n}}\n"
         );
         let code = format(&code)?;

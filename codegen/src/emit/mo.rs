@@ -29,7 +29,10 @@ pub(crate) fn emit(
         }
         items.push(Item {
             group: super::group_of(&mo.name),
-            code: format(&struct_code(model, plan, mo, &rust)?)?,
+            code: super::format_gated(
+                &struct_code(model, plan, mo, &rust)?,
+                &plan.managed_object_cfg(&mo.name),
+            )?,
         });
         counts.managed_objects += 1;
     }
@@ -172,5 +175,13 @@ fn struct_code(model: &Model, plan: &Plan, mo: &ManagedObject, rust: &str) -> Re
         )
         .ok();
     }
+    writeln!(
+        code,
+        "impl crate::property::ManagedObject for {rust} {{\n    \
+         fn set_mo_ref(&mut self, mo_ref: x::ManagedObjectReference) {{ self.mo_ref = mo_ref; }}\n    \
+         fn retrieved(&self) -> &x::RetrievedPaths {{ &self.retrieved }}\n    \
+         fn retrieved_mut(&mut self) -> &mut x::RetrievedPaths {{ &mut self.retrieved }}\n}}"
+    )
+    .ok();
     Ok(code)
 }

@@ -51,78 +51,104 @@ pub(crate) fn emit(model: &Model, plan: &Plan) -> Result<Vec<(String, String)>> 
     // The data types a path can go through, reached from the properties,
     // each with the first route found to it (an expression making its path
     // struct, for the generated check).
+    // A route starts at a managed object; the first found is kept, so the
+    // managed objects outside every feature-gated family go first: a path
+    // struct, and its check, is gated only when no other route reaches it.
     let mut routes: BTreeMap<String, String> = BTreeMap::new();
+    let mut gate: BTreeMap<String, String> = BTreeMap::new();
     let mut pending: Vec<String> = Vec::new();
     let reach = |next: &Option<String>,
-                 route: String,
+                 route: (String, &str),
                  routes: &mut BTreeMap<String, String>,
+                 gate: &mut BTreeMap<String, String>,
                  pending: &mut Vec<String>| {
         if let Some(next) = next {
             if !routes.contains_key(next) {
-                routes.insert(next.clone(), route);
+                routes.insert(next.clone(), route.0);
+                gate.insert(next.clone(), route.1.to_string());
                 pending.push(next.clone());
             }
         }
     };
     let mut items = Vec::new();
     let mut checks = Vec::new();
-    for mo in model.managed_objects.values() {
-        let rust = naming::type_name(&mo.name);
-        let mut steps = Vec::new();
-        for owner in lineage(model, &mo.name) {
-            for p in &model.managed_objects[owner].properties {
+    let mut data_steps: BTreeMap<String, Vec<Step>> = BTreeMap::new();
+    let (gated, open): (Vec<_>, Vec<_>) = model
+        .managed_objects
+        .values()
+        .partition(|mo| !plan.managed_object_cfg(&mo.name).is_empty());
+    for objects in [open, gated] {
+        for mo in objects {
+            let rust = naming::type_name(&mo.name);
+            let cfg = plan.managed_object_cfg(&mo.name);
+            let mut steps = Vec::new();
+            for owner in lineage(model, &mo.name) {
+                for p in &model.managed_objects[owner].properties {
+                    let step = Step {
+                        xml_name: p.name.clone(),
+                        method: naming::field_name(&p.name),
+                        next: traversable(&p.ty, p.occurs),
+                        since: p.since,
+                        doc: type_doc(&p.ty, p.occurs),
+                    };
+                    reach(
+                        &step.next,
+                        (format!("{rust}.{}()", step.method), &cfg),
+                        &mut routes,
+                        &mut gate,
+                        &mut pending,
+                    );
+                    steps.push(step);
+                }
+            }
+            if !steps.is_empty() {
+                checks.push(check_code(&rust, &rust, &steps, &cfg));
+            }
+            let code = super::format_gated(&root_code(plan, &mo.name, &rust, &steps)?, &cfg)?;
+            items.push((
+                rust,
+                Item {
+                    group: super::group_of(&mo.name),
+                    code,
+                },
+            ));
+        }
+        while let Some(name) = pending.pop() {
+            let mut steps = Vec::new();
+            for (owner, f) in model.all_fields(&name) {
                 let step = Step {
-                    xml_name: p.name.clone(),
-                    method: naming::field_name(&p.name),
-                    next: traversable(&p.ty, p.occurs),
-                    since: p.since,
-                    doc: type_doc(&p.ty, p.occurs),
+                    xml_name: f.name.clone(),
+                    method: plan.field_names[&(owner.to_string(), f.name.clone())].clone(),
+                    next: traversable(&f.ty, f.occurs),
+                    since: f.since,
+                    doc: type_doc(&f.ty, f.occurs),
                 };
+                let route = format!("{}.{}()", routes[&name], step.method);
+                let cfg = gate[&name].clone();
                 reach(
                     &step.next,
-                    format!("{rust}.{}()", step.method),
+                    (route, &cfg),
                     &mut routes,
+                    &mut gate,
                     &mut pending,
                 );
                 steps.push(step);
             }
+            data_steps.insert(name, steps);
         }
-        if !steps.is_empty() {
-            checks.push(check_code(&rust, &rust, &steps));
-        }
-        let code = format(&root_code(plan, &mo.name, &rust, &steps)?)?;
-        items.push((
-            rust,
-            Item {
-                group: super::group_of(&mo.name),
-                code,
-            },
-        ));
-    }
-    let mut data_steps: BTreeMap<String, Vec<Step>> = BTreeMap::new();
-    while let Some(name) = pending.pop() {
-        let mut steps = Vec::new();
-        for (owner, f) in model.all_fields(&name) {
-            let step = Step {
-                xml_name: f.name.clone(),
-                method: plan.field_names[&(owner.to_string(), f.name.clone())].clone(),
-                next: traversable(&f.ty, f.occurs),
-                since: f.since,
-                doc: type_doc(&f.ty, f.occurs),
-            };
-            let route = format!("{}.{}()", routes[&name], step.method);
-            reach(&step.next, route, &mut routes, &mut pending);
-            steps.push(step);
-        }
-        data_steps.insert(name, steps);
     }
     for (name, steps) in &data_steps {
-        checks.push(check_code(&plan.type_names[name], &routes[name], steps));
+        checks.push(check_code(
+            &plan.type_names[name],
+            &routes[name],
+            steps,
+            &gate[name],
+        ));
         items.push((
             plan.type_names[name].clone(),
             Item {
                 group: super::group_of(name),
-                code: format(&data_code(plan, name, steps)?)?,
+                code: super::format_gated(&data_code(plan, name, steps)?, &gate[name])?,
             },
         ));
     }
@@ -151,10 +177,10 @@ pub(crate) fn emit(model: &Model, plan: &Plan) -> Result<Vec<(String, String)>> 
 }
 
 /// A function calling every method of one path struct (reached by
-/// `route`), each path checked by `check`.
-fn check_code(rust: &str, route: &str, steps: &[Step]) -> (String, String) {
+/// `route`), each path checked by `check`; behind `cfg` when the struct is.
+fn check_code(rust: &str, route: &str, steps: &[Step], cfg: &str) -> (String, String) {
     let mut code = format!(
-        "pub(super) fn {}() {{\n    let at = || {route};\n",
+        "{cfg}pub(super) fn {}() {{\n    let at = || {route};\n",
         naming::field_name(rust)
     );
     if route != rust {
@@ -198,11 +224,11 @@ fn check_files(mut checks: Vec<(String, String)>) -> Result<Vec<(String, String)
     for (file, codes) in pack(items) {
         writeln!(mod_rs, "mod {file};").ok();
         for code in &codes {
-            if let Some((name, _)) = code
-                .strip_prefix("pub(super) fn ")
-                .and_then(|c| c.split_once('('))
+            if let Some((cfg, name)) = code
+                .split_once("pub(super) fn ")
+                .and_then(|(cfg, c)| Some((cfg, c.split_once('(')?.0)))
             {
-                writeln!(calls, "    {file}::{name}();").ok();
+                writeln!(calls, "    {cfg}{file}::{name}();").ok();
             }
         }
         files.push((

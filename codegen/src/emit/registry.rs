@@ -385,12 +385,6 @@ fn objects_code(objects: &[(usize, &str, &Variant)], chunk_cfg: &str) -> String 
     let type_names = arms(&|name, variant, _| format!("Object::{variant}(_) => {},", lit(name)));
     let debug =
         arms(&|_, variant, _| format!("Object::{variant}(v) => std::fmt::Debug::fmt(&**v, f),"));
-    // A typed array's vector is cloned by `x::clone_vec`, as a structure's
-    // repeated field is (see `structs::clone_code`).
-    let clone = arms(&|_, variant, v| match v.array_item {
-        Some(_) => format!("Object::{variant}(v) => Object::{variant}(Box::new(x::clone_vec(v))),"),
-        None => format!("Object::{variant}(v) => Object::{variant}(Box::new((**v).clone())),"),
-    });
     let encode = arms(&|_, variant, _| {
         format!("Object::{variant}(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),")
     });
@@ -402,16 +396,13 @@ fn objects_code(objects: &[(usize, &str, &Variant)], chunk_cfg: &str) -> String 
          {chunk_cfg}impl PartialEq for Object {{\n    \
          fn eq(&self, other: &Self) -> bool {{\n        \
          x::same_object(self, other)\n    }}\n}}\n\n\
-         {chunk_cfg}impl Clone for Object {{\n    \
-         fn clone(&self) -> Self {{\n        \
-         match self {{\n{clone}        }}\n    }}\n}}\n\n\
          {chunk_cfg}impl x::DataObject for Object {{\n    \
          fn type_name(&self) -> &'static str {{\n        \
          match self {{\n{type_names}        }}\n    }}\n    \
          fn as_any(&self) -> &dyn std::any::Any {{\n        self\n    }}\n    \
          fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {{\n        self\n    }}\n    \
          #[cfg_attr(target_os = \"linux\", link_section = \".text.unlikely.vsphere_client\")]\n    \
-         fn clone_box(&self) -> Box<dyn x::DataObject> {{\n        Box::new(self.clone())\n    }}\n    \
+         fn clone_box(&self) -> Box<dyn x::DataObject> {{\n        x::clone_object(self)\n    }}\n    \
          #[cfg_attr(target_os = \"linux\", link_section = \".text.unlikely.vsphere_client\")]\n    \
          fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {{\n        \
          other.as_any().downcast_ref::<Self>().is_some_and(|other| self == other)\n    }}\n    \

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{format, lit, structs, Counts, Item};
+use super::{lit, structs, Counts, Item};
 use crate::bail;
 use crate::error::Result;
 use crate::model::{Model, Occurs, Operation};
@@ -31,15 +31,15 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
              const NAME: &'static str = {};\n    \
              const IDEMPOTENT: bool = {};\n    \
              type Response = {response};\n    \
-             fn this(&self) -> &x::ManagedObjectReference {{ &self.this }}\n    \
-             fn decode_response(r: &mut x::XmlReader<'_>) -> Result<Self::Response, x::DecodeError> {{ r.{read}() }}\n}}",
+             #[inline]\n    fn this(&self) -> &x::ManagedObjectReference {{ &self.this }}\n    \
+             #[inline]\n    fn decode_response(r: &mut x::XmlReader<'_>) -> Result<Self::Response, x::DecodeError> {{ r.{read}() }}\n}}",
             lit(&op.name),
             plan.idempotent.contains(&op.name),
         )
         .ok();
         items.push(Item {
             group: super::group_of(&op.name),
-            code: format(&code)?,
+            code: super::format_gated(&code, &plan.cfg(&ty.name))?,
         });
         counts.request_types += 1;
         counts.operations += 1;

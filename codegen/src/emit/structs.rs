@@ -135,10 +135,14 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
     )
     .ok();
     writeln!(code, "impl x::Structure for {rust} {{}}").ok();
+    // A request type's code is compiled into a program only when it calls
+    // the operation (its `Vim` method is `#[inline]`, so are these): the
+    // crate itself compiles none of it.
+    let inline = if ty.is_request { "#[inline]\n    " } else { "" };
     writeln!(
         code,
-        "impl std::fmt::Debug for {rust} {{\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{ x::debug_fields(f, {}, x::fields_ref(self)) }}\n}}\n\
-         impl PartialEq for {rust} {{\n    fn eq(&self, other: &Self) -> bool {{ x::same_fields(x::fields_ref(self), x::fields_ref(other)) }}\n}}",
+        "impl std::fmt::Debug for {rust} {{\n    {inline}fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{ x::debug_fields(f, {}, x::fields_ref(self)) }}\n}}\n\
+         impl PartialEq for {rust} {{\n    {inline}fn eq(&self, other: &Self) -> bool {{ x::same_fields(x::fields_ref(self), x::fields_ref(other)) }}\n}}",
         lit(&ty.name)
     )
     .ok();
@@ -167,18 +171,20 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
         match &embed {
             Some(_) => writeln!(
                 code,
-                "    fn decode_field(&mut self, r: &mut x::XmlReader<'_>, name: &str) -> Result<bool, x::DecodeError> {{ {not_own} }}"
+                "    {inline}fn decode_field(&mut self, r: &mut x::XmlReader<'_>, name: &str) -> Result<bool, x::DecodeError> {{ {not_own} }}"
             ),
             None => writeln!(
                 code,
-                "    fn decode_field(&mut self, _r: &mut x::XmlReader<'_>, _name: &str) -> Result<bool, x::DecodeError> {{ Ok(false) }}"
+                "    {inline}fn decode_field(&mut self, _r: &mut x::XmlReader<'_>, _name: &str) -> Result<bool, x::DecodeError> {{ Ok(false) }}"
             ),
         }
         .ok();
     } else {
-        code.push_str(
-            "    fn decode_field(&mut self, r: &mut x::XmlReader<'_>, name: &str) -> Result<bool, x::DecodeError> {\n        let result = match name {\n",
-        );
+        writeln!(
+            code,
+            "    {inline}fn decode_field(&mut self, r: &mut x::XmlReader<'_>, name: &str) -> Result<bool, x::DecodeError> {{\n        let result = match name {{",
+        )
+        .ok();
         for (owner, f) in &fields {
             let name = &plan.field_names[&(owner.to_string(), f.name.clone())];
             let boxed = plan.is_boxed(owner, &f.name);
@@ -206,12 +212,12 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
         match &type_check {
             Some(check) => writeln!(
                 code,
-                "    fn encode_fields(&self, w: &mut x::XmlWriter) {{ {check} }}\n}}"
+                "    {inline}fn encode_fields(&self, w: &mut x::XmlWriter) {{ {check} }}\n}}"
             )
             .ok(),
             None => writeln!(
                 code,
-                "    fn encode_fields(&self, _w: &mut x::XmlWriter) {{}}\n}}"
+                "    {inline}fn encode_fields(&self, _w: &mut x::XmlWriter) {{}}\n}}"
             )
             .ok(),
         };
@@ -221,7 +227,11 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
     // requests and decodes thousands of objects): kept out of the way of
     // the decoders: see "Cold code" in vsphere-client/src/xml/mod.rs.
     code.push_str("    #[cfg_attr(target_os = \"linux\", link_section = \".text.unlikely.vsphere_client\")]\n");
-    code.push_str("    fn encode_fields(&self, w: &mut x::XmlWriter) {\n");
+    writeln!(
+        code,
+        "    {inline}fn encode_fields(&self, w: &mut x::XmlWriter) {{"
+    )
+    .ok();
     if let Some(check) = &type_check {
         writeln!(code, "        {check}").ok();
     }
@@ -285,7 +295,7 @@ fn clone_code(
     embed: &Option<(String, String)>,
 ) -> String {
     let mut code =
-        format!("impl Clone for {rust} {{\n    fn clone(&self) -> Self {{\n        Self {{\n");
+        format!("impl Clone for {rust} {{\n    #[inline]\n    fn clone(&self) -> Self {{\n        Self {{\n");
     if let Some((_, field)) = embed {
         writeln!(code, "            {field}: self.{field}.clone(),").ok();
     }

@@ -20,7 +20,7 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")] assert_send_sync::<AdminPasswordNotChangedEvent>();
     #[cfg(feature = "all-faults")] assert_send_sync::<AffinityConfigured>();
     assert_send_sync::<AffinityType>();
-    assert_send_sync::<AfterStartupTaskScheduler>();
+    #[cfg(feature = "admin")] assert_send_sync::<AfterStartupTaskScheduler>();
     #[cfg(feature = "all-faults")] assert_send_sync::<AgentInstallFailed>();
     assert_send_sync::<AgentInstallFailedReason>();
     #[cfg(feature = "all-events")] assert_send_sync::<AlarmAcknowledgedEvent>();
@@ -28,24 +28,24 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")] assert_send_sync::<AlarmActionTriggeredEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<AlarmClearedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<AlarmCreatedEvent>();
-    assert_send_sync::<AlarmDescription>();
+    #[cfg(feature = "admin")] assert_send_sync::<AlarmDescription>();
     #[cfg(feature = "all-events")] assert_send_sync::<AlarmEmailCompletedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<AlarmEmailFailedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<AlarmEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<AlarmEventArgument>();
     assert_send_sync::<AlarmExpression>();
-    assert_send_sync::<AlarmFilterSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<AlarmFilterSpec>();
     assert_send_sync::<AlarmFilterSpecAlarmTypeByEntity>();
     assert_send_sync::<AlarmFilterSpecAlarmTypeByTrigger>();
-    assert_send_sync::<AlarmInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<AlarmInfo>();
     #[cfg(feature = "all-events")] assert_send_sync::<AlarmReconfiguredEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<AlarmRemovedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<AlarmScriptCompleteEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<AlarmScriptFailedEvent>();
-    assert_send_sync::<AlarmSetting>();
+    #[cfg(feature = "admin")] assert_send_sync::<AlarmSetting>();
     #[cfg(feature = "all-events")] assert_send_sync::<AlarmSnmpCompletedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<AlarmSnmpFailedEvent>();
-    assert_send_sync::<AlarmSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<AlarmSpec>();
     assert_send_sync::<AlarmState>();
     #[cfg(feature = "all-events")] assert_send_sync::<AlarmStatusChangedEvent>();
     assert_send_sync::<AlarmTriggeringAction>();
@@ -58,7 +58,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<AlreadyExists>();
     #[cfg(feature = "all-faults")] assert_send_sync::<AlreadyUpgraded>();
     assert_send_sync::<AndAlarmExpression>();
-    assert_send_sync::<AnswerFile>();
+    #[cfg(feature = "admin")] assert_send_sync::<AnswerFile>();
     assert_send_sync::<AnswerFileCreateSpec>();
     assert_send_sync::<AnswerFileOptionsCreateSpec>();
     assert_send_sync::<AnswerFileSerializedCreateSpec>();
@@ -81,10 +81,10 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<AuthenticationRequiredAuthenticationScheme>();
     #[cfg(feature = "all-faults")] assert_send_sync::<AuthenticationRequiredChallenge>();
     assert_send_sync::<AuthenticationRequiredErrorType>();
-    assert_send_sync::<AuthorizationDescription>();
+    #[cfg(feature = "admin")] assert_send_sync::<AuthorizationDescription>();
     #[cfg(feature = "all-events")] assert_send_sync::<AuthorizationEvent>();
-    assert_send_sync::<AuthorizationPrivilege>();
-    assert_send_sync::<AuthorizationRole>();
+    #[cfg(feature = "admin")] assert_send_sync::<AuthorizationPrivilege>();
+    #[cfg(feature = "admin")] assert_send_sync::<AuthorizationRole>();
     assert_send_sync::<AutoStartAction>();
     assert_send_sync::<AutoStartDefaults>();
     assert_send_sync::<AutoStartPowerInfo>();
@@ -237,7 +237,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<ClusterDrsVmConfigInfo>();
     assert_send_sync::<ClusterDrsVmConfigSpec>();
     assert_send_sync::<ClusterEVCManagerCheckResult>();
-    assert_send_sync::<ClusterEVCManagerEVCState>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterEVCManagerEVCState>();
     assert_send_sync::<ClusterEnterMaintenanceResult>();
     #[cfg(feature = "all-events")] assert_send_sync::<ClusterEvent>();
     assert_send_sync::<ClusterFailoverHostAdmissionControlInfo>();
@@ -260,9 +260,9 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<ClusterInfraUpdateHaConfigInfoBehaviorType>();
     assert_send_sync::<ClusterInfraUpdateHaConfigInfoRemediationType>();
     assert_send_sync::<ClusterInitialPlacementAction>();
-    assert_send_sync::<ClusterIoFilterInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterIoFilterInfo>();
     assert_send_sync::<ClusterMigrationAction>();
-    assert_send_sync::<ClusterNetworkConfigSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterNetworkConfigSpec>();
     assert_send_sync::<ClusterNotAttemptedVmInfo>();
     assert_send_sync::<ClusterOrchestrationInfo>();
     #[cfg(feature = "all-events")] assert_send_sync::<ClusterOvercommittedEvent>();
@@ -271,11 +271,12 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<ClusterPreemptibleVmPairInfo>();
     assert_send_sync::<ClusterPreemptibleVmPairSpec>();
     assert_send_sync::<ClusterProactiveDrsConfigInfo>();
-    assert_send_sync::<ClusterProfileCompleteConfigSpec>();
-    assert_send_sync::<ClusterProfileConfigInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterProfileCompleteConfigSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterProfileConfigInfo>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<ClusterProfileConfigServiceCreateSpec>();
-    assert_send_sync::<ClusterProfileConfigSpec>();
-    assert_send_sync::<ClusterProfileCreateSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterProfileConfigSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterProfileCreateSpec>();
     assert_send_sync::<ClusterProfileServiceType>();
     assert_send_sync::<ClusterRecommendation>();
     #[cfg(feature = "all-events")] assert_send_sync::<ClusterReconfiguredEvent>();
@@ -302,8 +303,8 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-faults")] assert_send_sync::<CollectorAddressUnset>();
     assert_send_sync::<ComplianceFailure>();
     assert_send_sync::<ComplianceFailureComplianceFailureValues>();
-    assert_send_sync::<ComplianceLocator>();
-    assert_send_sync::<ComplianceProfile>();
+    #[cfg(feature = "admin")] assert_send_sync::<ComplianceLocator>();
+    #[cfg(feature = "admin")] assert_send_sync::<ComplianceProfile>();
     assert_send_sync::<ComplianceResult>();
     assert_send_sync::<ComplianceResultStatus>();
     assert_send_sync::<CompositePolicyOption>();
@@ -333,22 +334,25 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<CreateTaskAction>();
     assert_send_sync::<CryptoKeyId>();
     assert_send_sync::<CryptoKeyPlain>();
-    assert_send_sync::<CryptoKeyResult>();
+    #[cfg(feature = "admin")] assert_send_sync::<CryptoKeyResult>();
     assert_send_sync::<CryptoManagerHostKeyManagementType>();
-    assert_send_sync::<CryptoManagerHostKeyStatus>();
-    assert_send_sync::<CryptoManagerKmipCertSignRequest>();
+    #[cfg(feature = "admin")] assert_send_sync::<CryptoManagerHostKeyStatus>();
+    #[cfg(feature = "admin")] assert_send_sync::<CryptoManagerKmipCertSignRequest>();
     assert_send_sync::<CryptoManagerKmipCertificateInfo>();
     assert_send_sync::<CryptoManagerKmipClusterStatus>();
-    assert_send_sync::<CryptoManagerKmipCryptoKeyStatus>();
+    #[cfg(feature = "admin")] assert_send_sync::<CryptoManagerKmipCryptoKeyStatus>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<CryptoManagerKmipCryptoKeyStatusKeyInfo>();
     assert_send_sync::<CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<
         CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo,
     >();
-    assert_send_sync::<CryptoManagerKmipCustomAttributeSpec>();
-    assert_send_sync::<CryptoManagerKmipGenerateKeySpec>();
-    assert_send_sync::<CryptoManagerKmipServerCertInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<CryptoManagerKmipCustomAttributeSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<CryptoManagerKmipGenerateKeySpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<CryptoManagerKmipServerCertInfo>();
     assert_send_sync::<CryptoManagerKmipServerStatus>();
     assert_send_sync::<CryptoSpec>();
     assert_send_sync::<CryptoSpecDecrypt>();
@@ -483,7 +487,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<DVSUplinkPortPolicy>();
     assert_send_sync::<DVSVendorSpecificConfig>();
     assert_send_sync::<DVSVmVnicNetworkResourcePool>();
-    assert_send_sync::<DailyTaskScheduler>();
+    #[cfg(feature = "admin")] assert_send_sync::<DailyTaskScheduler>();
     #[cfg(feature = "all-events")]
     assert_send_sync::<DasAdmissionControlDisabledEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<DasAdmissionControlEnabledEvent>();
@@ -499,8 +503,8 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")] assert_send_sync::<DasHostIsolatedEvent>();
     assert_send_sync::<DasVmPriority>();
     #[cfg(feature = "all-faults")] assert_send_sync::<DatabaseError>();
-    assert_send_sync::<DatabaseSizeEstimate>();
-    assert_send_sync::<DatabaseSizeParam>();
+    #[cfg(feature = "admin")] assert_send_sync::<DatabaseSizeEstimate>();
+    #[cfg(feature = "admin")] assert_send_sync::<DatabaseSizeParam>();
     assert_send_sync::<DatacenterBasicConnectInfo>();
     assert_send_sync::<DatacenterConfigInfo>();
     assert_send_sync::<DatacenterConfigSpec>();
@@ -538,7 +542,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<DatastoreSummaryMaintenanceModeState>();
     assert_send_sync::<DatastoreVVolContainerFailoverPair>();
     assert_send_sync::<DateTimeProfile>();
-    assert_send_sync::<DayOfWeek>();
+    #[cfg(feature = "admin")] assert_send_sync::<DayOfWeek>();
     #[cfg(feature = "all-faults")] assert_send_sync::<DeltaDiskFormatNotSupported>();
     assert_send_sync::<Description>();
     assert_send_sync::<DesiredSoftwareSpec>();
@@ -558,12 +562,12 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<DeviceProtocol>();
     #[cfg(feature = "all-faults")] assert_send_sync::<DeviceUnsupportedForVmPlatform>();
     #[cfg(feature = "all-faults")] assert_send_sync::<DeviceUnsupportedForVmVersion>();
-    assert_send_sync::<DiagnosticManagerAuditRecordResult>();
+    #[cfg(feature = "admin")] assert_send_sync::<DiagnosticManagerAuditRecordResult>();
     assert_send_sync::<DiagnosticManagerBundleInfo>();
     assert_send_sync::<DiagnosticManagerLogCreator>();
-    assert_send_sync::<DiagnosticManagerLogDescriptor>();
+    #[cfg(feature = "admin")] assert_send_sync::<DiagnosticManagerLogDescriptor>();
     assert_send_sync::<DiagnosticManagerLogFormat>();
-    assert_send_sync::<DiagnosticManagerLogHeader>();
+    #[cfg(feature = "admin")] assert_send_sync::<DiagnosticManagerLogHeader>();
     assert_send_sync::<DiagnosticPartitionStorageType>();
     assert_send_sync::<DiagnosticPartitionType>();
     #[cfg(feature = "all-faults")] assert_send_sync::<DigestNotSupported>();
@@ -802,7 +806,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<EntityBackupConfig>();
     assert_send_sync::<EntityEventArgument>();
     assert_send_sync::<EntityImportType>();
-    assert_send_sync::<EntityPrivilege>();
+    #[cfg(feature = "admin")] assert_send_sync::<EntityPrivilege>();
     assert_send_sync::<EntityType>();
     assert_send_sync::<EnumDescription>();
     assert_send_sync::<EnvironmentBrowserConfigOptionQuerySpec>();
@@ -833,30 +837,30 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-faults")] assert_send_sync::<ExpiredAddonLicense>();
     #[cfg(feature = "all-faults")] assert_send_sync::<ExpiredEditionLicense>();
     #[cfg(feature = "all-faults")] assert_send_sync::<ExpiredFeatureLicense>();
-    assert_send_sync::<ExtExtendedProductInfo>();
-    assert_send_sync::<ExtManagedEntityInfo>();
-    assert_send_sync::<ExtSolutionManagerInfo>();
-    assert_send_sync::<ExtSolutionManagerInfoTabInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ExtExtendedProductInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ExtManagedEntityInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ExtSolutionManagerInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ExtSolutionManagerInfoTabInfo>();
     assert_send_sync::<ExtendedDescription>();
     assert_send_sync::<ExtendedElementDescription>();
     #[cfg(feature = "all-events")] assert_send_sync::<ExtendedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<ExtendedEventPair>();
     #[cfg(feature = "all-faults")] assert_send_sync::<ExtendedFault>();
-    assert_send_sync::<Extension>();
-    assert_send_sync::<ExtensionClientInfo>();
-    assert_send_sync::<ExtensionEventTypeInfo>();
-    assert_send_sync::<ExtensionFaultTypeInfo>();
-    assert_send_sync::<ExtensionHealthInfo>();
-    assert_send_sync::<ExtensionManagerIpAllocationUsage>();
-    assert_send_sync::<ExtensionOvfConsumerInfo>();
-    assert_send_sync::<ExtensionPrivilegeInfo>();
-    assert_send_sync::<ExtensionResourceInfo>();
-    assert_send_sync::<ExtensionServerInfo>();
-    assert_send_sync::<ExtensionTaskTypeInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<Extension>();
+    #[cfg(feature = "admin")] assert_send_sync::<ExtensionClientInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ExtensionEventTypeInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ExtensionFaultTypeInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ExtensionHealthInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ExtensionManagerIpAllocationUsage>();
+    #[cfg(feature = "admin")] assert_send_sync::<ExtensionOvfConsumerInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ExtensionPrivilegeInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ExtensionResourceInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ExtensionServerInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ExtensionTaskTypeInfo>();
     #[cfg(feature = "all-faults")] assert_send_sync::<FailToEnableSPBM>();
     #[cfg(feature = "all-faults")] assert_send_sync::<FailToLockFaultToleranceVMs>();
     #[cfg(feature = "all-events")] assert_send_sync::<FailoverLevelRestored>();
-    assert_send_sync::<FailoverNodeInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<FailoverNodeInfo>();
     assert_send_sync::<FaultDomainId>();
     #[cfg(feature = "all-faults")]
     assert_send_sync::<FaultToleranceAntiAffinityViolated>();
@@ -880,7 +884,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<FaultsByVM>();
     assert_send_sync::<FcoeConfig>();
     assert_send_sync::<FcoeConfigFcoeCapabilities>();
-    assert_send_sync::<FcoeConfigFcoeSpecification>();
+    #[cfg(feature = "admin")] assert_send_sync::<FcoeConfigFcoeSpecification>();
     assert_send_sync::<FcoeConfigVlanRange>();
     #[cfg(feature = "all-faults")] assert_send_sync::<FcoeFault>();
     #[cfg(feature = "all-faults")] assert_send_sync::<FcoeFaultPnicHasNoPortSet>();
@@ -1014,12 +1018,12 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HbrTargetSpecReplacement>();
     #[cfg(feature = "all-events")] assert_send_sync::<HealthStatusChangedEvent>();
     assert_send_sync::<HealthSystemRuntime>();
-    assert_send_sync::<HealthUpdate>();
-    assert_send_sync::<HealthUpdateInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HealthUpdate>();
+    #[cfg(feature = "admin")] assert_send_sync::<HealthUpdateInfo>();
     assert_send_sync::<HealthUpdateInfoComponentType>();
     #[cfg(feature = "all-faults")] assert_send_sync::<HeterogenousHostsBlockingEVC>();
-    assert_send_sync::<HostAccessControlEntry>();
-    assert_send_sync::<HostAccessMode>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostAccessControlEntry>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostAccessMode>();
     #[cfg(feature = "all-faults")]
     assert_send_sync::<HostAccessRestrictedToManagementServer>();
     assert_send_sync::<HostAccountSpec>();
@@ -1044,18 +1048,20 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostBIOSInfoFirmwareType>();
     assert_send_sync::<HostBlockAdapterTargetTransport>();
     assert_send_sync::<HostBlockHba>();
-    assert_send_sync::<HostBootDevice>();
-    assert_send_sync::<HostBootDeviceInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostBootDevice>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostBootDeviceInfo>();
     assert_send_sync::<HostCacheConfigurationInfo>();
-    assert_send_sync::<HostCacheConfigurationSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostCacheConfigurationSpec>();
     assert_send_sync::<HostCapability>();
     assert_send_sync::<HostCapabilityDRTMTypes>();
     assert_send_sync::<HostCapabilityFtUnsupportedReason>();
     assert_send_sync::<HostCapabilityUnmapMethodSupported>();
     assert_send_sync::<HostCapabilityVmDirectPathGen2UnsupportedReason>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostCertificateManagerCertificateInfo>();
     assert_send_sync::<HostCertificateManagerCertificateInfoCertificateStatus>();
     assert_send_sync::<HostCertificateManagerCertificateKind>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostCertificateManagerCertificateSpec>();
     assert_send_sync::<HostCertificateManagerCryptoAlgorithm>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostCnxFailedAccountFailedEvent>();
@@ -1123,7 +1129,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostDateTimeConfig>();
     assert_send_sync::<HostDateTimeInfo>();
     assert_send_sync::<HostDateTimeInfoProtocol>();
-    assert_send_sync::<HostDateTimeSystemServiceTestResult>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostDateTimeSystemServiceTestResult>();
     assert_send_sync::<HostDateTimeSystemTimeZone>();
     assert_send_sync::<HostDeploymentInfo>();
     assert_send_sync::<HostDevice>();
@@ -1131,9 +1137,10 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostDhcpServiceConfig>();
     assert_send_sync::<HostDhcpServiceSpec>();
     assert_send_sync::<HostDiagnosticPartition>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostDiagnosticPartitionCreateDescription>();
-    assert_send_sync::<HostDiagnosticPartitionCreateOption>();
-    assert_send_sync::<HostDiagnosticPartitionCreateSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostDiagnosticPartitionCreateOption>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostDiagnosticPartitionCreateSpec>();
     assert_send_sync::<HostDigestInfo>();
     assert_send_sync::<HostDigestInfoDigestMethodType>();
     assert_send_sync::<HostDigestVerificationSetting>();
@@ -1150,7 +1157,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostDiskMappingPartitionOption>();
     assert_send_sync::<HostDiskPartitionAttributes>();
     assert_send_sync::<HostDiskPartitionBlockRange>();
-    assert_send_sync::<HostDiskPartitionInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostDiskPartitionInfo>();
     assert_send_sync::<HostDiskPartitionInfoPartitionFormat>();
     assert_send_sync::<HostDiskPartitionInfoType>();
     assert_send_sync::<HostDiskPartitionLayout>();
@@ -1162,7 +1169,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostDvxClass>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostEnableAdminFailedEvent>();
     assert_send_sync::<HostEnterMaintenanceResult>();
-    assert_send_sync::<HostEsxAgentHostManagerConfigInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostEsxAgentHostManagerConfigInfo>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostEvent>();
     assert_send_sync::<HostEventArgument>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostExtraNetworksEvent>();
@@ -1192,7 +1199,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostFirewallRuleset>();
     assert_send_sync::<HostFirewallRulesetIpList>();
     assert_send_sync::<HostFirewallRulesetIpNetwork>();
-    assert_send_sync::<HostFirewallRulesetRulesetSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostFirewallRulesetRulesetSpec>();
     assert_send_sync::<HostFirewallSystemRuleSetId>();
     assert_send_sync::<HostFirewallSystemServiceName>();
     assert_send_sync::<HostFlagInfo>();
@@ -1216,11 +1223,11 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostHardwareSummary>();
     #[cfg(feature = "all-faults")] assert_send_sync::<HostHasComponentFailure>();
     assert_send_sync::<HostHasComponentFailureHostComponentType>();
-    assert_send_sync::<HostHbaCreateSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostHbaCreateSpec>();
     assert_send_sync::<HostHostBusAdapter>();
     assert_send_sync::<HostHyperThreadScheduleInfo>();
     assert_send_sync::<HostImageAcceptanceLevel>();
-    assert_send_sync::<HostImageProfileSummary>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostImageProfileSummary>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostInAuditModeEvent>();
     #[cfg(feature = "all-faults")] assert_send_sync::<HostInDomain>();
     #[cfg(feature = "all-faults")]
@@ -1248,7 +1255,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostInternetScsiHbaSendTarget>();
     assert_send_sync::<HostInternetScsiHbaStaticTarget>();
     assert_send_sync::<HostInternetScsiHbaStaticTargetTargetDiscoveryMethod>();
-    assert_send_sync::<HostInternetScsiHbaTargetSet>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostInternetScsiHbaTargetSet>();
     assert_send_sync::<HostInternetScsiTargetTransport>();
     #[cfg(feature = "all-faults")] assert_send_sync::<HostInventoryFull>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostInventoryFullEvent>();
@@ -1324,7 +1331,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostNasVolumeConfig>();
     assert_send_sync::<HostNasVolumeSecurityType>();
     assert_send_sync::<HostNasVolumeSpec>();
-    assert_send_sync::<HostNasVolumeUserInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNasVolumeUserInfo>();
     assert_send_sync::<HostNatService>();
     assert_send_sync::<HostNatServiceConfig>();
     assert_send_sync::<HostNatServiceNameServiceSpec>();
@@ -1337,7 +1344,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostNetStackInstanceSystemStackKey>();
     assert_send_sync::<HostNetworkConfig>();
     assert_send_sync::<HostNetworkConfigNetStackSpec>();
-    assert_send_sync::<HostNetworkConfigResult>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNetworkConfigResult>();
     assert_send_sync::<HostNetworkInfo>();
     assert_send_sync::<HostNetworkPolicy>();
     assert_send_sync::<HostNetworkResourceRuntime>();
@@ -1362,12 +1369,12 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostNumericSensorHealthState>();
     assert_send_sync::<HostNumericSensorInfo>();
     assert_send_sync::<HostNumericSensorType>();
-    assert_send_sync::<HostNvmeConnectSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNvmeConnectSpec>();
     assert_send_sync::<HostNvmeController>();
-    assert_send_sync::<HostNvmeDisconnectSpec>();
-    assert_send_sync::<HostNvmeDiscoverSpec>();
-    assert_send_sync::<HostNvmeDiscoveryLog>();
-    assert_send_sync::<HostNvmeDiscoveryLogEntry>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNvmeDisconnectSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNvmeDiscoverSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNvmeDiscoveryLog>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNvmeDiscoveryLogEntry>();
     assert_send_sync::<HostNvmeDiscoveryLogSubsystemType>();
     assert_send_sync::<HostNvmeDiscoveryLogTransportRequirements>();
     assert_send_sync::<HostNvmeNamespace>();
@@ -1394,16 +1401,17 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostPartialMaintenanceModeStatus>();
     assert_send_sync::<HostPatchManagerInstallState>();
     assert_send_sync::<HostPatchManagerIntegrityStatus>();
-    assert_send_sync::<HostPatchManagerLocator>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPatchManagerLocator>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostPatchManagerPatchManagerOperationSpec>();
     assert_send_sync::<HostPatchManagerReason>();
     assert_send_sync::<HostPatchManagerResult>();
     assert_send_sync::<HostPatchManagerStatus>();
     assert_send_sync::<HostPatchManagerStatusPrerequisitePatch>();
-    assert_send_sync::<HostPathSelectionPolicyOption>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPathSelectionPolicyOption>();
     assert_send_sync::<HostPciDevice>();
     assert_send_sync::<HostPciDeviceDirectPathInfo>();
-    assert_send_sync::<HostPciPassthruConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPciPassthruConfig>();
     assert_send_sync::<HostPciPassthruInfo>();
     assert_send_sync::<HostPciPassthruInfoDirectPathDeviceMode>();
     assert_send_sync::<HostPciPassthruInfoDirectPathState>();
@@ -1430,10 +1438,10 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")]
     assert_send_sync::<HostPrimaryAgentNotShortNameEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostProfileAppliedEvent>();
-    assert_send_sync::<HostProfileCompleteConfigSpec>();
-    assert_send_sync::<HostProfileConfigInfo>();
-    assert_send_sync::<HostProfileConfigSpec>();
-    assert_send_sync::<HostProfileHostBasedConfigSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostProfileCompleteConfigSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostProfileConfigInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostProfileConfigSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostProfileHostBasedConfigSpec>();
     assert_send_sync::<HostProfileManagerAnswerFileStatus>();
     assert_send_sync::<HostProfileManagerCompositionResult>();
     assert_send_sync::<HostProfileManagerCompositionResultResultElement>();
@@ -1443,11 +1451,11 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<
         HostProfileManagerCompositionValidationResultResultElementStatus,
     >();
-    assert_send_sync::<HostProfileManagerConfigTaskList>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostProfileManagerConfigTaskList>();
     assert_send_sync::<HostProfileManagerHostToConfigSpecMap>();
     assert_send_sync::<HostProfileManagerTaskListRequirement>();
-    assert_send_sync::<HostProfileSerializedHostProfileSpec>();
-    assert_send_sync::<HostProfileValidationFailureInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostProfileSerializedHostProfileSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostProfileValidationFailureInfo>();
     assert_send_sync::<HostProfileValidationFailureInfoUpdateType>();
     assert_send_sync::<HostProfileValidationState>();
     assert_send_sync::<HostProfilesEntityCustomizations>();
@@ -1511,24 +1519,24 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")] assert_send_sync::<HostShortNameInconsistentEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostShortNameToIpFailedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostShutdownEvent>();
-    assert_send_sync::<HostSnmpAgentCapability>();
-    assert_send_sync::<HostSnmpConfigSpec>();
-    assert_send_sync::<HostSnmpDestination>();
-    assert_send_sync::<HostSnmpSystemAgentLimits>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSnmpAgentCapability>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSnmpConfigSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSnmpDestination>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSnmpSystemAgentLimits>();
     assert_send_sync::<HostSpecification>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostSpecificationChangedEvent>();
     #[cfg(feature = "all-faults")]
     assert_send_sync::<HostSpecificationOperationFailed>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostSpecificationRequireEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostSpecificationUpdateEvent>();
-    assert_send_sync::<HostSriovConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSriovConfig>();
     assert_send_sync::<HostSriovDevicePoolInfo>();
     assert_send_sync::<HostSriovInfo>();
     assert_send_sync::<HostSriovNetworkDevicePoolInfo>();
     assert_send_sync::<HostSslThumbprintInfo>();
     assert_send_sync::<HostStandbyMode>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostStatusChangedEvent>();
-    assert_send_sync::<HostStorageArrayTypePolicyOption>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostStorageArrayTypePolicyOption>();
     assert_send_sync::<HostStorageDeviceInfo>();
     assert_send_sync::<HostStorageElementInfo>();
     assert_send_sync::<HostStorageOperationalInfo>();
@@ -1559,7 +1567,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostSystemSwapConfigurationSystemSwapOption>();
     assert_send_sync::<HostTargetTransport>();
     assert_send_sync::<HostTcpHba>();
-    assert_send_sync::<HostTcpHbaCreateSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostTcpHbaCreateSpec>();
     assert_send_sync::<HostTcpTargetTransport>();
     assert_send_sync::<HostTdxInfo>();
     assert_send_sync::<HostTdxInfoTdxState>();
@@ -1583,8 +1591,8 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostUnresolvedVmfsExtent>();
     assert_send_sync::<HostUnresolvedVmfsExtentUnresolvedReason>();
     assert_send_sync::<HostUnresolvedVmfsResignatureSpec>();
-    assert_send_sync::<HostUnresolvedVmfsResolutionResult>();
-    assert_send_sync::<HostUnresolvedVmfsResolutionSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostUnresolvedVmfsResolutionResult>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostUnresolvedVmfsResolutionSpec>();
     assert_send_sync::<HostUnresolvedVmfsResolutionSpecVmfsUuidResolution>();
     assert_send_sync::<HostUnresolvedVmfsVolume>();
     assert_send_sync::<HostUnresolvedVmfsVolumeResolveStatus>();
@@ -1593,9 +1601,11 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostUserWorldSwapNotEnabledEvent>();
     assert_send_sync::<HostVFlashManagerVFlashCacheConfigInfo>();
     assert_send_sync::<HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostVFlashManagerVFlashCacheConfigSpec>();
     assert_send_sync::<HostVFlashManagerVFlashConfigInfo>();
     assert_send_sync::<HostVFlashManagerVFlashResourceConfigInfo>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostVFlashManagerVFlashResourceConfigSpec>();
     assert_send_sync::<HostVFlashManagerVFlashResourceRunTimeInfo>();
     assert_send_sync::<HostVFlashResourceConfigurationResult>();
@@ -1606,7 +1616,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostVMotionManagerSrcInstantCloneResult>();
     assert_send_sync::<HostVMotionNetConfig>();
     assert_send_sync::<HostVfatVolume>();
-    assert_send_sync::<HostVffsSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVffsSpec>();
     assert_send_sync::<HostVffsVolume>();
     assert_send_sync::<HostVirtualNic>();
     assert_send_sync::<HostVirtualNicConfig>();
@@ -1634,9 +1644,12 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostVmfsVolumeUnmapPriority>();
     #[cfg(feature = "all-events")]
     assert_send_sync::<HostVnicConnectedToCustomizedDVPortEvent>();
-    assert_send_sync::<HostVsanInternalSystemCmmdsQuery>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVsanInternalSystemCmmdsQuery>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostVsanInternalSystemDeleteVsanObjectsResult>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostVsanInternalSystemVsanObjectOperationResult>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>();
     assert_send_sync::<HostVvolNQN>();
     assert_send_sync::<HostVvolVolume>();
@@ -1645,7 +1658,7 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")] assert_send_sync::<HostWwnChangedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostWwnConflictEvent>();
     #[cfg(feature = "all-faults")] assert_send_sync::<HotSnapshotMoveNotSupported>();
-    assert_send_sync::<HourlyTaskScheduler>();
+    #[cfg(feature = "admin")] assert_send_sync::<HourlyTaskScheduler>();
     #[cfg(feature = "all-faults")] assert_send_sync::<HttpFault>();
     assert_send_sync::<HttpNfcLeaseCapabilities>();
     assert_send_sync::<HttpNfcLeaseDatastoreLeaseInfo>();
@@ -1776,24 +1789,24 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<InvalidType>();
     assert_send_sync::<InvalidVmConfig>();
     #[cfg(feature = "all-faults")] assert_send_sync::<InvalidVmState>();
-    assert_send_sync::<InventoryDescription>();
+    #[cfg(feature = "admin")] assert_send_sync::<InventoryDescription>();
     #[cfg(feature = "all-faults")] assert_send_sync::<InventoryHasStandardAloneHosts>();
-    assert_send_sync::<IoFilterHostIssue>();
+    #[cfg(feature = "admin")] assert_send_sync::<IoFilterHostIssue>();
     assert_send_sync::<IoFilterInfo>();
-    assert_send_sync::<IoFilterManagerSslTrust>();
+    #[cfg(feature = "admin")] assert_send_sync::<IoFilterManagerSslTrust>();
     assert_send_sync::<IoFilterOperation>();
-    assert_send_sync::<IoFilterQueryIssueResult>();
+    #[cfg(feature = "admin")] assert_send_sync::<IoFilterQueryIssueResult>();
     assert_send_sync::<IoFilterType>();
     assert_send_sync::<IpAddress>();
     assert_send_sync::<IpAddressProfile>();
     #[cfg(feature = "all-faults")] assert_send_sync::<IpHostnameGeneratorError>();
-    assert_send_sync::<IpPool>();
-    assert_send_sync::<IpPoolAssociation>();
-    assert_send_sync::<IpPoolIpPoolConfigInfo>();
-    assert_send_sync::<IpPoolManagerIpAllocation>();
+    #[cfg(feature = "admin")] assert_send_sync::<IpPool>();
+    #[cfg(feature = "admin")] assert_send_sync::<IpPoolAssociation>();
+    #[cfg(feature = "admin")] assert_send_sync::<IpPoolIpPoolConfigInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<IpPoolManagerIpAllocation>();
     assert_send_sync::<IpRange>();
     assert_send_sync::<IpRouteProfile>();
-    assert_send_sync::<IscsiDependencyEntity>();
+    #[cfg(feature = "admin")] assert_send_sync::<IscsiDependencyEntity>();
     #[cfg(feature = "all-faults")] assert_send_sync::<IscsiFault>();
     #[cfg(feature = "all-faults")] assert_send_sync::<IscsiFaultInvalidVnic>();
     #[cfg(feature = "all-faults")] assert_send_sync::<IscsiFaultPnicInUse>();
@@ -1807,28 +1820,30 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-faults")] assert_send_sync::<IscsiFaultVnicIsLastPath>();
     #[cfg(feature = "all-faults")] assert_send_sync::<IscsiFaultVnicNotBound>();
     #[cfg(feature = "all-faults")] assert_send_sync::<IscsiFaultVnicNotFound>();
-    assert_send_sync::<IscsiMigrationDependency>();
-    assert_send_sync::<IscsiPortInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<IscsiMigrationDependency>();
+    #[cfg(feature = "admin")] assert_send_sync::<IscsiPortInfo>();
     assert_send_sync::<IscsiPortInfoPathStatus>();
-    assert_send_sync::<IscsiStatus>();
+    #[cfg(feature = "admin")] assert_send_sync::<IscsiStatus>();
     assert_send_sync::<IsoImageFileInfo>();
     assert_send_sync::<IsoImageFileQuery>();
-    assert_send_sync::<KernelModuleInfo>();
-    assert_send_sync::<KernelModuleSectionInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<KernelModuleInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<KernelModuleSectionInfo>();
     assert_send_sync::<KeyAnyValue>();
     #[cfg(feature = "all-faults")] assert_send_sync::<KeyNotFound>();
     assert_send_sync::<KeyProviderId>();
     assert_send_sync::<KeyValue>();
-    assert_send_sync::<KmipClusterInfo>();
-    assert_send_sync::<KmipClusterInfoKeyInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<KmipClusterInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<KmipClusterInfoKeyInfo>();
     assert_send_sync::<KmipClusterInfoKeyType>();
     assert_send_sync::<KmipClusterInfoKmsManagementType>();
-    assert_send_sync::<KmipClusterInfoWrappingKeyIdKeyInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<KmipClusterInfoWrappingKeyIdKeyInfo>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<KmipClusterInfoWrappingRotationIntervalKeyInfo>();
-    assert_send_sync::<KmipServerInfo>();
-    assert_send_sync::<KmipServerSpec>();
-    assert_send_sync::<KmipServerSpecKeySpec>();
-    assert_send_sync::<KmipServerSpecWrappingKeyIdKeySpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<KmipServerInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<KmipServerSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<KmipServerSpecKeySpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<KmipServerSpecWrappingKeyIdKeySpec>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<KmipServerSpecWrappingRotationIntervalKeySpec>();
     assert_send_sync::<KmipServerStatus>();
     #[cfg(feature = "all-faults")] assert_send_sync::<LargeRDMConversionNotSupported>();
@@ -1838,9 +1853,10 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-faults")] assert_send_sync::<LegacyNetworkInterfaceInUse>();
     #[cfg(feature = "all-faults")] assert_send_sync::<LicenseAssignmentFailed>();
     assert_send_sync::<LicenseAssignmentFailedReason>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<LicenseAssignmentManagerLicenseAssignment>();
-    assert_send_sync::<LicenseAvailabilityInfo>();
-    assert_send_sync::<LicenseDiagnostics>();
+    #[cfg(feature = "admin")] assert_send_sync::<LicenseAvailabilityInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<LicenseDiagnostics>();
     #[cfg(feature = "all-faults")] assert_send_sync::<LicenseDowngradeDisallowed>();
     #[cfg(feature = "all-faults")] assert_send_sync::<LicenseEntityNotFound>();
     #[cfg(feature = "all-events")] assert_send_sync::<LicenseEvent>();
@@ -1854,10 +1870,10 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<LicenseManagerEvaluationInfo>();
     assert_send_sync::<LicenseManagerLicenseInfo>();
     assert_send_sync::<LicenseManagerLicenseKey>();
-    assert_send_sync::<LicenseManagerState>();
+    #[cfg(feature = "admin")] assert_send_sync::<LicenseManagerState>();
     #[cfg(feature = "all-events")] assert_send_sync::<LicenseNonComplianceEvent>();
-    assert_send_sync::<LicenseReservationInfo>();
-    assert_send_sync::<LicenseReservationInfoState>();
+    #[cfg(feature = "admin")] assert_send_sync::<LicenseReservationInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<LicenseReservationInfoState>();
     #[cfg(feature = "all-faults")] assert_send_sync::<LicenseRestricted>();
     #[cfg(feature = "all-events")] assert_send_sync::<LicenseRestrictedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<LicenseServerAvailableEvent>();
@@ -1866,12 +1882,12 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")] assert_send_sync::<LicenseServerUnavailableEvent>();
     assert_send_sync::<LicenseSource>();
     #[cfg(feature = "all-faults")] assert_send_sync::<LicenseSourceUnavailable>();
-    assert_send_sync::<LicenseUsageInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<LicenseUsageInfo>();
     #[cfg(feature = "all-faults")] assert_send_sync::<LimitExceeded>();
     assert_send_sync::<LinkDiscoveryProtocolConfig>();
     assert_send_sync::<LinkDiscoveryProtocolConfigOperationType>();
     assert_send_sync::<LinkDiscoveryProtocolConfigProtocolType>();
-    assert_send_sync::<LinkLayerDiscoveryProtocolInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<LinkLayerDiscoveryProtocolInfo>();
     assert_send_sync::<LinkProfile>();
     #[cfg(feature = "all-faults")] assert_send_sync::<LinuxVolumeNotClean>();
     #[cfg(feature = "all-events")] assert_send_sync::<LocalDatastoreCreatedEvent>();
@@ -1879,7 +1895,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<LocalLicenseSource>();
     #[cfg(feature = "all-events")] assert_send_sync::<LocalTSMEnabledEvent>();
     assert_send_sync::<LocalizableMessage>();
-    assert_send_sync::<LocalizationManagerMessageCatalog>();
+    #[cfg(feature = "admin")] assert_send_sync::<LocalizationManagerMessageCatalog>();
     assert_send_sync::<LocalizedMethodFault>();
     #[cfg(feature = "all-events")] assert_send_sync::<LockerMisconfiguredEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<LockerReconfiguredEvent>();
@@ -1936,9 +1952,9 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-faults")] assert_send_sync::<MissingWindowsCustResources>();
     #[cfg(feature = "all-faults")] assert_send_sync::<MksConnectionLimitReached>();
     assert_send_sync::<ModeInfo>();
-    assert_send_sync::<MonthlyByDayTaskScheduler>();
-    assert_send_sync::<MonthlyByWeekdayTaskScheduler>();
-    assert_send_sync::<MonthlyTaskScheduler>();
+    #[cfg(feature = "admin")] assert_send_sync::<MonthlyByDayTaskScheduler>();
+    #[cfg(feature = "admin")] assert_send_sync::<MonthlyByWeekdayTaskScheduler>();
+    #[cfg(feature = "admin")] assert_send_sync::<MonthlyTaskScheduler>();
     #[cfg(feature = "all-faults")] assert_send_sync::<MountError>();
     #[cfg(feature = "all-events")] assert_send_sync::<MtuMatchEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<MtuMismatchEvent>();
@@ -2031,8 +2047,8 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-faults")] assert_send_sync::<NoVcManagedIpConfigured>();
     #[cfg(feature = "all-faults")] assert_send_sync::<NoVirtualNic>();
     #[cfg(feature = "all-faults")] assert_send_sync::<NoVmInVApp>();
-    assert_send_sync::<NodeDeploymentSpec>();
-    assert_send_sync::<NodeNetworkSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<NodeDeploymentSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<NodeNetworkSpec>();
     #[cfg(feature = "all-faults")] assert_send_sync::<NonADUserRequired>();
     #[cfg(feature = "all-faults")] assert_send_sync::<NonHomeRDMVMotionNotSupported>();
     #[cfg(feature = "all-faults")] assert_send_sync::<NonPersistentDisksNotSupported>();
@@ -2071,31 +2087,31 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<NumVirtualCpusIncompatibleReason>();
     #[cfg(feature = "all-faults")] assert_send_sync::<NumVirtualCpusNotSupported>();
     assert_send_sync::<NumericRange>();
-    assert_send_sync::<NvdimmDimmInfo>();
-    assert_send_sync::<NvdimmGuid>();
-    assert_send_sync::<NvdimmHealthInfo>();
-    assert_send_sync::<NvdimmInterleaveSetInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<NvdimmDimmInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<NvdimmGuid>();
+    #[cfg(feature = "admin")] assert_send_sync::<NvdimmHealthInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<NvdimmInterleaveSetInfo>();
     assert_send_sync::<NvdimmInterleaveSetState>();
-    assert_send_sync::<NvdimmNamespaceCreateSpec>();
-    assert_send_sync::<NvdimmNamespaceDeleteSpec>();
-    assert_send_sync::<NvdimmNamespaceDetails>();
+    #[cfg(feature = "admin")] assert_send_sync::<NvdimmNamespaceCreateSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<NvdimmNamespaceDeleteSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<NvdimmNamespaceDetails>();
     assert_send_sync::<NvdimmNamespaceDetailsHealthStatus>();
     assert_send_sync::<NvdimmNamespaceDetailsState>();
     assert_send_sync::<NvdimmNamespaceHealthStatus>();
-    assert_send_sync::<NvdimmNamespaceInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<NvdimmNamespaceInfo>();
     assert_send_sync::<NvdimmNamespaceState>();
     assert_send_sync::<NvdimmNamespaceType>();
     assert_send_sync::<NvdimmNvdimmHealthInfoState>();
-    assert_send_sync::<NvdimmPMemNamespaceCreateSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<NvdimmPMemNamespaceCreateSpec>();
     assert_send_sync::<NvdimmRangeType>();
-    assert_send_sync::<NvdimmRegionInfo>();
-    assert_send_sync::<NvdimmSummary>();
-    assert_send_sync::<NvdimmSystemInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<NvdimmRegionInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<NvdimmSummary>();
+    #[cfg(feature = "admin")] assert_send_sync::<NvdimmSystemInfo>();
     assert_send_sync::<ObjectContent>();
     assert_send_sync::<ObjectSpec>();
     assert_send_sync::<ObjectUpdate>();
     assert_send_sync::<ObjectUpdateKind>();
-    assert_send_sync::<OnceTaskScheduler>();
+    #[cfg(feature = "admin")] assert_send_sync::<OnceTaskScheduler>();
     assert_send_sync::<OpaqueNetworkCapability>();
     assert_send_sync::<OpaqueNetworkSummary>();
     assert_send_sync::<OpaqueNetworkTargetInfo>();
@@ -2218,8 +2234,8 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<PMemDatastoreInfo>();
     assert_send_sync::<ParaVirtualSCSIController>();
     assert_send_sync::<ParaVirtualSCSIControllerOption>();
-    assert_send_sync::<PassiveNodeDeploymentSpec>();
-    assert_send_sync::<PassiveNodeNetworkSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<PassiveNodeDeploymentSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<PassiveNodeNetworkSpec>();
     assert_send_sync::<PasswordExpired>();
     assert_send_sync::<PasswordField>();
     #[cfg(feature = "all-faults")] assert_send_sync::<PatchAlreadyInstalled>();
@@ -2251,7 +2267,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<PerformanceDescription>();
     assert_send_sync::<PerformanceManagerCounterLevelMapping>();
     assert_send_sync::<PerformanceManagerUnit>();
-    assert_send_sync::<PerformanceStatisticsDescription>();
+    #[cfg(feature = "admin")] assert_send_sync::<PerformanceStatisticsDescription>();
     assert_send_sync::<Permission>();
     #[cfg(feature = "all-events")] assert_send_sync::<PermissionAddedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<PermissionEvent>();
@@ -2260,19 +2276,19 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")] assert_send_sync::<PermissionUpdatedEvent>();
     #[cfg(feature = "all-faults")] assert_send_sync::<PhysCompatRDMNotSupported>();
     assert_send_sync::<PhysicalNic>();
-    assert_send_sync::<PhysicalNicCdpDeviceCapability>();
-    assert_send_sync::<PhysicalNicCdpInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<PhysicalNicCdpDeviceCapability>();
+    #[cfg(feature = "admin")] assert_send_sync::<PhysicalNicCdpInfo>();
     assert_send_sync::<PhysicalNicConfig>();
     assert_send_sync::<PhysicalNicHint>();
-    assert_send_sync::<PhysicalNicHintInfo>();
-    assert_send_sync::<PhysicalNicIpHint>();
+    #[cfg(feature = "admin")] assert_send_sync::<PhysicalNicHintInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<PhysicalNicIpHint>();
     assert_send_sync::<PhysicalNicLinkInfo>();
-    assert_send_sync::<PhysicalNicNameHint>();
+    #[cfg(feature = "admin")] assert_send_sync::<PhysicalNicNameHint>();
     assert_send_sync::<PhysicalNicProfile>();
     assert_send_sync::<PhysicalNicResourcePoolSchedulerDisallowedReason>();
     assert_send_sync::<PhysicalNicSpec>();
     assert_send_sync::<PhysicalNicVmDirectPathGen2SupportedMode>();
-    assert_send_sync::<PinnedCertificate>();
+    #[cfg(feature = "admin")] assert_send_sync::<PinnedCertificate>();
     assert_send_sync::<PlaceVmsXClusterSpecCandidateNetworks>();
     assert_send_sync::<PlaceVmsXClusterSpecPlacementType>();
     assert_send_sync::<PlacementAction>();
@@ -2293,52 +2309,54 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<PolicyOption>();
     assert_send_sync::<PortGroupConnecteeType>();
     assert_send_sync::<PortGroupProfile>();
-    assert_send_sync::<PosixUserSearchResult>();
+    #[cfg(feature = "admin")] assert_send_sync::<PosixUserSearchResult>();
     #[cfg(feature = "all-faults")] assert_send_sync::<PowerOnFtSecondaryFailed>();
     #[cfg(feature = "all-faults")] assert_send_sync::<PowerOnFtSecondaryTimedout>();
     assert_send_sync::<PowerSystemCapability>();
     assert_send_sync::<PowerSystemInfo>();
-    assert_send_sync::<PrivilegeAvailability>();
+    #[cfg(feature = "admin")] assert_send_sync::<PrivilegeAvailability>();
     assert_send_sync::<PrivilegePolicyDef>();
     assert_send_sync::<ProductComponentInfo>();
     assert_send_sync::<ProfileApplyProfileElement>();
     assert_send_sync::<ProfileApplyProfileProperty>();
     #[cfg(feature = "all-events")] assert_send_sync::<ProfileAssociatedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<ProfileChangedEvent>();
-    assert_send_sync::<ProfileCompositeExpression>();
-    assert_send_sync::<ProfileCompositePolicyOptionMetadata>();
-    assert_send_sync::<ProfileConfigInfo>();
-    assert_send_sync::<ProfileCreateSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<ProfileCompositeExpression>();
+    #[cfg(feature = "admin")] assert_send_sync::<ProfileCompositePolicyOptionMetadata>();
+    #[cfg(feature = "admin")] assert_send_sync::<ProfileConfigInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ProfileCreateSpec>();
     #[cfg(feature = "all-events")] assert_send_sync::<ProfileCreatedEvent>();
     assert_send_sync::<ProfileDeferredPolicyOptionParameter>();
-    assert_send_sync::<ProfileDescription>();
-    assert_send_sync::<ProfileDescriptionSection>();
+    #[cfg(feature = "admin")] assert_send_sync::<ProfileDescription>();
+    #[cfg(feature = "admin")] assert_send_sync::<ProfileDescriptionSection>();
     #[cfg(feature = "all-events")] assert_send_sync::<ProfileDissociatedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<ProfileEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<ProfileEventArgument>();
     assert_send_sync::<ProfileExecuteError>();
     assert_send_sync::<ProfileExecuteResult>();
     assert_send_sync::<ProfileExecuteResultStatus>();
-    assert_send_sync::<ProfileExpression>();
-    assert_send_sync::<ProfileExpressionMetadata>();
-    assert_send_sync::<ProfileMetadata>();
+    #[cfg(feature = "admin")] assert_send_sync::<ProfileExpression>();
+    #[cfg(feature = "admin")] assert_send_sync::<ProfileExpressionMetadata>();
+    #[cfg(feature = "admin")] assert_send_sync::<ProfileMetadata>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<ProfileMetadataProfileOperationMessage>();
-    assert_send_sync::<ProfileMetadataProfileSortSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<ProfileMetadataProfileSortSpec>();
     assert_send_sync::<ProfileNumericComparator>();
-    assert_send_sync::<ProfileParameterMetadata>();
+    #[cfg(feature = "admin")] assert_send_sync::<ProfileParameterMetadata>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<ProfileParameterMetadataParameterRelationMetadata>();
     assert_send_sync::<ProfileParameterMetadataRelationType>();
     assert_send_sync::<ProfilePolicy>();
-    assert_send_sync::<ProfilePolicyMetadata>();
-    assert_send_sync::<ProfilePolicyOptionMetadata>();
+    #[cfg(feature = "admin")] assert_send_sync::<ProfilePolicyMetadata>();
+    #[cfg(feature = "admin")] assert_send_sync::<ProfilePolicyOptionMetadata>();
     assert_send_sync::<ProfileProfileStructure>();
     assert_send_sync::<ProfileProfileStructureProperty>();
     assert_send_sync::<ProfilePropertyPath>();
     #[cfg(feature = "all-events")]
     assert_send_sync::<ProfileReferenceHostChangedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<ProfileRemovedEvent>();
-    assert_send_sync::<ProfileSerializedCreateSpec>();
-    assert_send_sync::<ProfileSimpleExpression>();
+    #[cfg(feature = "admin")] assert_send_sync::<ProfileSerializedCreateSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<ProfileSimpleExpression>();
     #[cfg(feature = "all-faults")] assert_send_sync::<ProfileUpdateFailed>();
     assert_send_sync::<ProfileUpdateFailedUpdateFailure>();
     assert_send_sync::<PropertyChange>();
@@ -2365,8 +2383,8 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<RecommendationType>();
     #[cfg(feature = "all-faults")] assert_send_sync::<RecordReplayDisabled>();
     #[cfg(feature = "all-events")] assert_send_sync::<RecoveryEvent>();
-    assert_send_sync::<RecurrentTaskScheduler>();
-    assert_send_sync::<Relation>();
+    #[cfg(feature = "admin")] assert_send_sync::<RecurrentTaskScheduler>();
+    #[cfg(feature = "admin")] assert_send_sync::<Relation>();
     #[cfg(feature = "all-faults")] assert_send_sync::<RemoteDeviceNotSupported>();
     #[cfg(feature = "all-events")] assert_send_sync::<RemoteTSMEnabledEvent>();
     #[cfg(feature = "all-faults")] assert_send_sync::<RemoveFailed>();
@@ -2434,7 +2452,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<ScheduledHardwareUpgradeInfoHardwareUpgradeStatus>();
     #[cfg(feature = "all-events")] assert_send_sync::<ScheduledTaskCompletedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<ScheduledTaskCreatedEvent>();
-    assert_send_sync::<ScheduledTaskDescription>();
+    #[cfg(feature = "admin")] assert_send_sync::<ScheduledTaskDescription>();
     assert_send_sync::<ScheduledTaskDetail>();
     #[cfg(feature = "all-events")]
     assert_send_sync::<ScheduledTaskEmailCompletedEvent>();
@@ -2442,10 +2460,10 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")] assert_send_sync::<ScheduledTaskEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<ScheduledTaskEventArgument>();
     #[cfg(feature = "all-events")] assert_send_sync::<ScheduledTaskFailedEvent>();
-    assert_send_sync::<ScheduledTaskInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ScheduledTaskInfo>();
     #[cfg(feature = "all-events")] assert_send_sync::<ScheduledTaskReconfiguredEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<ScheduledTaskRemovedEvent>();
-    assert_send_sync::<ScheduledTaskSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<ScheduledTaskSpec>();
     #[cfg(feature = "all-events")] assert_send_sync::<ScheduledTaskStartedEvent>();
     assert_send_sync::<ScsiDiskType>();
     assert_send_sync::<ScsiLun>();
@@ -2487,7 +2505,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<ServiceLocatorCredential>();
     assert_send_sync::<ServiceLocatorNamePassword>();
     assert_send_sync::<ServiceLocatorSAMLCredential>();
-    assert_send_sync::<ServiceManagerServiceInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ServiceManagerServiceInfo>();
     assert_send_sync::<ServiceProfile>();
     #[cfg(feature = "all-events")] assert_send_sync::<SessionEvent>();
     assert_send_sync::<SessionManagerGenericServiceTicket>();
@@ -2504,10 +2522,10 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<SharesLevel>();
     assert_send_sync::<SharesOption>();
     #[cfg(feature = "all-faults")] assert_send_sync::<ShrinkDiskFault>();
-    assert_send_sync::<SimpleCommandEncoding>();
+    #[cfg(feature = "admin")] assert_send_sync::<SimpleCommandEncoding>();
     assert_send_sync::<SingleIp>();
     assert_send_sync::<SingleMac>();
-    assert_send_sync::<SiteInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<SiteInfo>();
     assert_send_sync::<SlpDiscoveryMethod>();
     #[cfg(feature = "all-faults")] assert_send_sync::<SnapshotCloneNotSupported>();
     #[cfg(feature = "all-faults")] assert_send_sync::<SnapshotCopyNotSupported>();
@@ -2525,12 +2543,12 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<SnapshotSelectionSpec>();
     #[cfg(feature = "all-faults")] assert_send_sync::<SoftRuleVioCorrectionDisallowed>();
     #[cfg(feature = "all-faults")] assert_send_sync::<SoftRuleVioCorrectionImpact>();
-    assert_send_sync::<SoftwarePackage>();
-    assert_send_sync::<SoftwarePackageCapability>();
+    #[cfg(feature = "admin")] assert_send_sync::<SoftwarePackage>();
+    #[cfg(feature = "admin")] assert_send_sync::<SoftwarePackageCapability>();
     assert_send_sync::<SoftwarePackageConstraint>();
     assert_send_sync::<SoftwarePackageVibType>();
     #[cfg(feature = "all-faults")] assert_send_sync::<SolutionUserRequired>();
-    assert_send_sync::<SourceNodeSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<SourceNodeSpec>();
     #[cfg(feature = "all-faults")] assert_send_sync::<SsdDiskNotAvailable>();
     assert_send_sync::<StateAlarmExpression>();
     assert_send_sync::<StateAlarmOperator>();
@@ -2598,7 +2616,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<StringExpression>();
     assert_send_sync::<StringOption>();
     assert_send_sync::<StringPolicy>();
-    assert_send_sync::<StructuredCustomizations>();
+    #[cfg(feature = "admin")] assert_send_sync::<StructuredCustomizations>();
     assert_send_sync::<SubnetInfo>();
     assert_send_sync::<SubnetInfoFolderInfo>();
     #[cfg(feature = "all-faults")] assert_send_sync::<SuspendedRelocateNotSupported>();
@@ -2609,7 +2627,7 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-faults")] assert_send_sync::<SwitchIpUnset>();
     #[cfg(feature = "all-faults")] assert_send_sync::<SwitchNotInUpgradeMode>();
     assert_send_sync::<SystemError>();
-    assert_send_sync::<SystemEventInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<SystemEventInfo>();
     assert_send_sync::<Tag>();
     assert_send_sync::<TagId>();
     assert_send_sync::<TagIdNameId>();
@@ -2634,7 +2652,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<TaskReasonSchedule>();
     assert_send_sync::<TaskReasonSystem>();
     assert_send_sync::<TaskReasonUser>();
-    assert_send_sync::<TaskScheduler>();
+    #[cfg(feature = "admin")] assert_send_sync::<TaskScheduler>();
     #[cfg(feature = "all-events")] assert_send_sync::<TaskTimeoutEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<TeamingMatchEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<TeamingMisMatchEvent>();
@@ -2690,7 +2708,7 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-faults")] assert_send_sync::<UnsupportedGuest>();
     #[cfg(feature = "all-faults")] assert_send_sync::<UnsupportedVimApiVersion>();
     #[cfg(feature = "all-faults")] assert_send_sync::<UnsupportedVmxLocation>();
-    assert_send_sync::<UntrustedCertificate>();
+    #[cfg(feature = "admin")] assert_send_sync::<UntrustedCertificate>();
     #[cfg(feature = "all-faults")]
     assert_send_sync::<UnusedVirtualDiskBlocksNotScrubbed>();
     assert_send_sync::<UpdateSet>();
@@ -2708,14 +2726,14 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<UsbScanCodeSpecModifierType>();
     #[cfg(feature = "all-events")] assert_send_sync::<UserAssignedToGroup>();
     assert_send_sync::<UserGroupProfile>();
-    assert_send_sync::<UserInputRequiredParameterMetadata>();
+    #[cfg(feature = "admin")] assert_send_sync::<UserInputRequiredParameterMetadata>();
     #[cfg(feature = "all-events")] assert_send_sync::<UserLoginSessionEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<UserLogoutSessionEvent>();
     #[cfg(feature = "all-faults")] assert_send_sync::<UserNotFound>();
     #[cfg(feature = "all-events")] assert_send_sync::<UserPasswordChanged>();
-    assert_send_sync::<UserPrivilegeResult>();
+    #[cfg(feature = "admin")] assert_send_sync::<UserPrivilegeResult>();
     assert_send_sync::<UserProfile>();
-    assert_send_sync::<UserSearchResult>();
+    #[cfg(feature = "admin")] assert_send_sync::<UserSearchResult>();
     assert_send_sync::<UserSession>();
     #[cfg(feature = "all-events")] assert_send_sync::<UserUnassignedFromGroup>();
     #[cfg(feature = "all-events")] assert_send_sync::<UserUpgradeEvent>();
@@ -2832,16 +2850,16 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")] assert_send_sync::<VcAgentUninstalledEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<VcAgentUpgradeFailedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<VcAgentUpgradedEvent>();
-    assert_send_sync::<VchaClusterConfigInfo>();
-    assert_send_sync::<VchaClusterConfigSpec>();
-    assert_send_sync::<VchaClusterDeploymentSpec>();
-    assert_send_sync::<VchaClusterHealth>();
+    #[cfg(feature = "admin")] assert_send_sync::<VchaClusterConfigInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<VchaClusterConfigSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<VchaClusterDeploymentSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<VchaClusterHealth>();
     assert_send_sync::<VchaClusterMode>();
-    assert_send_sync::<VchaClusterNetworkSpec>();
-    assert_send_sync::<VchaClusterRuntimeInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<VchaClusterNetworkSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<VchaClusterRuntimeInfo>();
     assert_send_sync::<VchaClusterState>();
     assert_send_sync::<VchaNodeRole>();
-    assert_send_sync::<VchaNodeRuntimeInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<VchaNodeRuntimeInfo>();
     assert_send_sync::<VchaNodeState>();
     assert_send_sync::<VchaState>();
     assert_send_sync::<Vec<AlarmState>>();
@@ -2877,7 +2895,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<AnyHostHardwareElementInfo>>();
     assert_send_sync::<Vec<AnyHostHostBusAdapter>>();
     assert_send_sync::<Vec<AnyHostMemberHealthCheckResult>>();
-    assert_send_sync::<Vec<AnyHostPciPassthruConfig>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<AnyHostPciPassthruConfig>>();
     assert_send_sync::<Vec<AnyHostPciPassthruInfo>>();
     assert_send_sync::<Vec<AnyHostProfilesEntityCustomizations>>();
     assert_send_sync::<Vec<AnyHostSriovDevicePoolInfo>>();
@@ -2888,13 +2906,13 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<AnyPerfEntityMetricBase>>();
     assert_send_sync::<Vec<AnyPerfMetricSeries>>();
     assert_send_sync::<Vec<AnyPolicyOption>>();
-    assert_send_sync::<Vec<AnyProfileExpression>>();
-    assert_send_sync::<Vec<AnyProfilePolicyOptionMetadata>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<AnyProfileExpression>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<AnyProfilePolicyOptionMetadata>>();
     assert_send_sync::<Vec<AnyScsiLun>>();
     assert_send_sync::<Vec<AnySelectionSet>>();
     assert_send_sync::<Vec<AnySelectionSpec>>();
     assert_send_sync::<Vec<AnyTypeDescription>>();
-    assert_send_sync::<Vec<AnyUserSearchResult>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<AnyUserSearchResult>>();
     assert_send_sync::<Vec<AnyVirtualDevice>>();
     assert_send_sync::<Vec<AnyVirtualDeviceBackingOption>>();
     assert_send_sync::<Vec<AnyVirtualDeviceConfigSpec>>();
@@ -2906,14 +2924,16 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<AnyVirtualMachineProfileSpec>>();
     assert_send_sync::<Vec<AnyVirtualMachineVirtualDeviceGroupsDeviceGroup>>();
     assert_send_sync::<Vec<AnyVmPlacementPolicy>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<AnyVsanUpgradeSystemPreflightCheckIssue>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<AnyVsanUpgradeSystemUpgradeHistoryItem>>();
     assert_send_sync::<Vec<ApplyHostProfileConfigurationResult>>();
     assert_send_sync::<Vec<ApplyHostProfileConfigurationSpec>>();
     #[cfg(feature = "all-faults")]
     assert_send_sync::<Vec<AuthenticationRequiredChallenge>>();
-    assert_send_sync::<Vec<AuthorizationPrivilege>>();
-    assert_send_sync::<Vec<AuthorizationRole>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<AuthorizationPrivilege>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<AuthorizationRole>>();
     assert_send_sync::<Vec<AutoStartPowerInfo>>();
     #[cfg(feature = "all-events")] assert_send_sync::<Vec<ChangesInfoEventArgument>>();
     assert_send_sync::<Vec<CheckResult>>();
@@ -2948,7 +2968,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<ClusterFailoverHostAdmissionControlInfoHostStatus>>();
     assert_send_sync::<Vec<ClusterGroupSpec>>();
     assert_send_sync::<Vec<ClusterHostRecommendation>>();
-    assert_send_sync::<Vec<ClusterIoFilterInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ClusterIoFilterInfo>>();
     assert_send_sync::<Vec<ClusterNotAttemptedVmInfo>>();
     assert_send_sync::<Vec<ClusterRecommendation>>();
     assert_send_sync::<Vec<ClusterRuleSpec>>();
@@ -2957,7 +2977,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<ClusterVmOrchestrationSpec>>();
     assert_send_sync::<Vec<ComplianceFailure>>();
     assert_send_sync::<Vec<ComplianceFailureComplianceFailureValues>>();
-    assert_send_sync::<Vec<ComplianceLocator>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ComplianceLocator>>();
     assert_send_sync::<Vec<ComplianceResult>>();
     #[cfg(feature = "all-faults")]
     assert_send_sync::<Vec<ComputeResourceHostSPBMLicenseInfo>>();
@@ -2965,9 +2985,10 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<ConflictingConfigurationConfig>>();
     assert_send_sync::<Vec<CryptoKeyId>>();
     assert_send_sync::<Vec<CryptoKeyPlain>>();
-    assert_send_sync::<Vec<CryptoKeyResult>>();
-    assert_send_sync::<Vec<CryptoManagerHostKeyStatus>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<CryptoKeyResult>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<CryptoManagerHostKeyStatus>>();
     assert_send_sync::<Vec<CryptoManagerKmipClusterStatus>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<CryptoManagerKmipCryptoKeyStatus>>();
     assert_send_sync::<Vec<CryptoManagerKmipServerStatus>>();
     assert_send_sync::<Vec<CustomFieldDef>>();
@@ -2987,7 +3008,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<DatastoreVVolContainerFailoverPair>>();
     assert_send_sync::<Vec<DesiredSoftwareSpecComponentSpec>>();
     assert_send_sync::<Vec<DiagnosticManagerBundleInfo>>();
-    assert_send_sync::<Vec<DiagnosticManagerLogDescriptor>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<DiagnosticManagerLogDescriptor>>();
     assert_send_sync::<Vec<DirectPathProfileInfo>>();
     assert_send_sync::<Vec<DiskChangeExtent>>();
     assert_send_sync::<Vec<DistributedVirtualPort>>();
@@ -3023,23 +3044,24 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<DynamicProperty>>();
     assert_send_sync::<Vec<EVCMode>>();
     assert_send_sync::<Vec<EntityBackupConfig>>();
-    assert_send_sync::<Vec<EntityPrivilege>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<EntityPrivilege>>();
     assert_send_sync::<Vec<EnumDescription>>();
     assert_send_sync::<Vec<EventAlarmExpressionComparison>>();
     assert_send_sync::<Vec<EventArgDesc>>();
     assert_send_sync::<Vec<EventDescriptionEventDetail>>();
-    assert_send_sync::<Vec<ExtManagedEntityInfo>>();
-    assert_send_sync::<Vec<ExtSolutionManagerInfoTabInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ExtManagedEntityInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ExtSolutionManagerInfoTabInfo>>();
     #[cfg(feature = "all-events")] assert_send_sync::<Vec<ExtendedEventPair>>();
-    assert_send_sync::<Vec<Extension>>();
-    assert_send_sync::<Vec<ExtensionClientInfo>>();
-    assert_send_sync::<Vec<ExtensionEventTypeInfo>>();
-    assert_send_sync::<Vec<ExtensionFaultTypeInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<Extension>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ExtensionClientInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ExtensionEventTypeInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ExtensionFaultTypeInfo>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<ExtensionManagerIpAllocationUsage>>();
-    assert_send_sync::<Vec<ExtensionPrivilegeInfo>>();
-    assert_send_sync::<Vec<ExtensionResourceInfo>>();
-    assert_send_sync::<Vec<ExtensionServerInfo>>();
-    assert_send_sync::<Vec<ExtensionTaskTypeInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ExtensionPrivilegeInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ExtensionResourceInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ExtensionServerInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ExtensionTaskTypeInfo>>();
     assert_send_sync::<Vec<FaultToleranceDiskSpec>>();
     assert_send_sync::<Vec<FaultsByHost>>();
     assert_send_sync::<Vec<FaultsByVM>>();
@@ -3064,15 +3086,16 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<GuestStackInfo>>();
     assert_send_sync::<Vec<HbrManagerVmReplicationCapability>>();
     assert_send_sync::<Vec<HbrTargetSpec>>();
-    assert_send_sync::<Vec<HealthUpdate>>();
-    assert_send_sync::<Vec<HealthUpdateInfo>>();
-    assert_send_sync::<Vec<HostAccessControlEntry>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HealthUpdate>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HealthUpdateInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostAccessControlEntry>>();
     assert_send_sync::<Vec<HostActiveDirectory>>();
     assert_send_sync::<Vec<HostAssignableHardwareBinding>>();
     assert_send_sync::<Vec<HostAssignableHardwareConfigAttributeOverride>>();
     assert_send_sync::<Vec<HostAuthenticationInfo>>();
-    assert_send_sync::<Vec<HostBootDevice>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostBootDevice>>();
     assert_send_sync::<Vec<HostCacheConfigurationInfo>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<HostCertificateManagerCertificateInfo>>();
     assert_send_sync::<Vec<HostConnectSpec>>();
     assert_send_sync::<Vec<HostCpuIdInfo>>();
@@ -3083,12 +3106,13 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<HostDhcpService>>();
     assert_send_sync::<Vec<HostDhcpServiceConfig>>();
     assert_send_sync::<Vec<HostDiagnosticPartition>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<HostDiagnosticPartitionCreateOption>>();
     assert_send_sync::<Vec<HostDiskConfigurationResult>>();
     assert_send_sync::<Vec<HostDiskMappingPartitionOption>>();
     assert_send_sync::<Vec<HostDiskPartitionAttributes>>();
     assert_send_sync::<Vec<HostDiskPartitionBlockRange>>();
-    assert_send_sync::<Vec<HostDiskPartitionInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostDiskPartitionInfo>>();
     assert_send_sync::<Vec<HostDvxClass>>();
     assert_send_sync::<Vec<HostEventArgument>>();
     assert_send_sync::<Vec<HostFeatureCapability>>();
@@ -3128,10 +3152,10 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<HostNetworkConfigNetStackSpec>>();
     assert_send_sync::<Vec<HostNumaNode>>();
     assert_send_sync::<Vec<HostNumericSensorInfo>>();
-    assert_send_sync::<Vec<HostNvmeConnectSpec>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostNvmeConnectSpec>>();
     assert_send_sync::<Vec<HostNvmeController>>();
-    assert_send_sync::<Vec<HostNvmeDisconnectSpec>>();
-    assert_send_sync::<Vec<HostNvmeDiscoveryLogEntry>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostNvmeDisconnectSpec>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostNvmeDiscoveryLogEntry>>();
     assert_send_sync::<Vec<HostNvmeNamespace>>();
     assert_send_sync::<Vec<HostNvmeTopologyInterface>>();
     assert_send_sync::<Vec<HostOpaqueNetworkInfo>>();
@@ -3140,7 +3164,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<HostPartialMaintenanceModeRuntimeInfo>>();
     assert_send_sync::<Vec<HostPatchManagerStatus>>();
     assert_send_sync::<Vec<HostPatchManagerStatusPrerequisitePatch>>();
-    assert_send_sync::<Vec<HostPathSelectionPolicyOption>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostPathSelectionPolicyOption>>();
     assert_send_sync::<Vec<HostPciDevice>>();
     assert_send_sync::<Vec<HostPlacedVirtualNicIdentifier>>();
     assert_send_sync::<Vec<HostPlugStoreTopologyAdapter>>();
@@ -3174,8 +3198,9 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<HostService>>();
     assert_send_sync::<Vec<HostServiceConfig>>();
     assert_send_sync::<Vec<HostSharedGpuCapabilities>>();
-    assert_send_sync::<Vec<HostSnmpDestination>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostSnmpDestination>>();
     assert_send_sync::<Vec<HostSslThumbprintInfo>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<HostStorageArrayTypePolicyOption>>();
     assert_send_sync::<Vec<HostStorageElementInfo>>();
     assert_send_sync::<Vec<HostStorageOperationalInfo>>();
@@ -3189,7 +3214,9 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<HostTpmEventLogEntry>>();
     assert_send_sync::<Vec<HostTrustAuthorityAttestationInfo>>();
     assert_send_sync::<Vec<HostUnresolvedVmfsExtent>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<HostUnresolvedVmfsResolutionResult>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<HostUnresolvedVmfsResolutionSpec>>();
     assert_send_sync::<Vec<HostUnresolvedVmfsVolume>>();
     assert_send_sync::<
@@ -3203,9 +3230,13 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<HostVirtualSwitchConfig>>();
     assert_send_sync::<Vec<HostVmciAccessManagerAccessSpec>>();
     assert_send_sync::<Vec<HostVmfsRescanResult>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<HostVsanInternalSystemCmmdsQuery>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<HostVsanInternalSystemDeleteVsanObjectsResult>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<HostVsanInternalSystemVsanObjectOperationResult>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>>();
     assert_send_sync::<Vec<HostVvolNQN>>();
     assert_send_sync::<Vec<HostVvolVolumeHostVvolNQN>>();
@@ -3217,23 +3248,25 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<HttpNfcLeaseSourceFile>>();
     assert_send_sync::<Vec<ID>>();
     assert_send_sync::<Vec<ImportOperationBulkFaultFaultOnImport>>();
-    assert_send_sync::<Vec<IoFilterHostIssue>>();
-    assert_send_sync::<Vec<IpPool>>();
-    assert_send_sync::<Vec<IpPoolAssociation>>();
-    assert_send_sync::<Vec<IpPoolManagerIpAllocation>>();
-    assert_send_sync::<Vec<IscsiDependencyEntity>>();
-    assert_send_sync::<Vec<IscsiPortInfo>>();
-    assert_send_sync::<Vec<KernelModuleInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<IoFilterHostIssue>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<IpPool>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<IpPoolAssociation>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<IpPoolManagerIpAllocation>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<IscsiDependencyEntity>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<IscsiPortInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<KernelModuleInfo>>();
     assert_send_sync::<Vec<KeyAnyValue>>();
     assert_send_sync::<Vec<KeyValue>>();
-    assert_send_sync::<Vec<KmipClusterInfo>>();
-    assert_send_sync::<Vec<KmipServerInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<KmipClusterInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<KmipServerInfo>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<LicenseAssignmentManagerLicenseAssignment>>();
-    assert_send_sync::<Vec<LicenseAvailabilityInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<LicenseAvailabilityInfo>>();
     assert_send_sync::<Vec<LicenseFeatureInfo>>();
     assert_send_sync::<Vec<LicenseManagerLicenseInfo>>();
-    assert_send_sync::<Vec<LicenseReservationInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<LicenseReservationInfo>>();
     assert_send_sync::<Vec<LocalizableMessage>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<LocalizationManagerMessageCatalog>>();
     assert_send_sync::<Vec<LocalizedMethodFault>>();
     assert_send_sync::<Vec<ManagedEntityStatus>>();
@@ -3253,12 +3286,12 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<NoPermissionEntityPrivileges>>();
     assert_send_sync::<Vec<NsxHostVNicProfile>>();
     assert_send_sync::<Vec<NumericRange>>();
-    assert_send_sync::<Vec<NvdimmDimmInfo>>();
-    assert_send_sync::<Vec<NvdimmGuid>>();
-    assert_send_sync::<Vec<NvdimmInterleaveSetInfo>>();
-    assert_send_sync::<Vec<NvdimmNamespaceDetails>>();
-    assert_send_sync::<Vec<NvdimmNamespaceInfo>>();
-    assert_send_sync::<Vec<NvdimmRegionInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<NvdimmDimmInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<NvdimmGuid>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<NvdimmInterleaveSetInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<NvdimmNamespaceDetails>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<NvdimmNamespaceInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<NvdimmRegionInfo>>();
     assert_send_sync::<Vec<ObjectContent>>();
     assert_send_sync::<Vec<ObjectSpec>>();
     assert_send_sync::<Vec<ObjectUpdate>>();
@@ -3287,29 +3320,31 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<PermissionProfile>>();
     assert_send_sync::<Vec<PhysicalNic>>();
     assert_send_sync::<Vec<PhysicalNicConfig>>();
-    assert_send_sync::<Vec<PhysicalNicHintInfo>>();
-    assert_send_sync::<Vec<PhysicalNicIpHint>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<PhysicalNicHintInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<PhysicalNicIpHint>>();
     assert_send_sync::<Vec<PhysicalNicLinkInfo>>();
-    assert_send_sync::<Vec<PhysicalNicNameHint>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<PhysicalNicNameHint>>();
     assert_send_sync::<Vec<PhysicalNicProfile>>();
     assert_send_sync::<Vec<PlacementAffinityRule>>();
     assert_send_sync::<Vec<PlacementSpec>>();
     assert_send_sync::<Vec<PnicUplinkProfile>>();
     assert_send_sync::<Vec<PodDiskLocator>>();
-    assert_send_sync::<Vec<PrivilegeAvailability>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<PrivilegeAvailability>>();
     assert_send_sync::<Vec<ProductComponentInfo>>();
     assert_send_sync::<Vec<ProfileApplyProfileProperty>>();
     assert_send_sync::<Vec<ProfileDeferredPolicyOptionParameter>>();
-    assert_send_sync::<Vec<ProfileDescriptionSection>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ProfileDescriptionSection>>();
     assert_send_sync::<Vec<ProfileExecuteError>>();
-    assert_send_sync::<Vec<ProfileExpressionMetadata>>();
-    assert_send_sync::<Vec<ProfileMetadata>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ProfileExpressionMetadata>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ProfileMetadata>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<ProfileMetadataProfileOperationMessage>>();
-    assert_send_sync::<Vec<ProfileMetadataProfileSortSpec>>();
-    assert_send_sync::<Vec<ProfileParameterMetadata>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ProfileMetadataProfileSortSpec>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ProfileParameterMetadata>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<ProfileParameterMetadataParameterRelationMetadata>>();
     assert_send_sync::<Vec<ProfilePolicy>>();
-    assert_send_sync::<Vec<ProfilePolicyMetadata>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ProfilePolicyMetadata>>();
     assert_send_sync::<Vec<ProfileProfileStructureProperty>>();
     assert_send_sync::<Vec<ProfilePropertyPath>>();
     assert_send_sync::<Vec<ProfileUpdateFailedUpdateFailure>>();
@@ -3317,7 +3352,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<PropertyFilterSpec>>();
     assert_send_sync::<Vec<PropertyFilterUpdate>>();
     assert_send_sync::<Vec<PropertySpec>>();
-    assert_send_sync::<Vec<Relation>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<Relation>>();
     assert_send_sync::<Vec<ReplicationInfoDiskSettings>>();
     assert_send_sync::<Vec<ResourceConfigSpec>>();
     assert_send_sync::<Vec<RetrieveVStorageObjSpec>>();
@@ -3330,9 +3365,9 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<SearchIndexResourceItem>>();
     assert_send_sync::<Vec<ServiceConsolePortGroupProfile>>();
     assert_send_sync::<Vec<ServiceLocator>>();
-    assert_send_sync::<Vec<ServiceManagerServiceInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ServiceManagerServiceInfo>>();
     assert_send_sync::<Vec<ServiceProfile>>();
-    assert_send_sync::<Vec<SoftwarePackage>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<SoftwarePackage>>();
     assert_send_sync::<Vec<StaticRouteProfile>>();
     assert_send_sync::<Vec<StorageDrsOptionSpec>>();
     assert_send_sync::<Vec<StorageDrsPlacementRankVmSpec>>();
@@ -3340,9 +3375,9 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<StorageDrsVmConfigSpec>>();
     assert_send_sync::<Vec<StoragePerformanceSummary>>();
     assert_send_sync::<Vec<StorageRequirement>>();
-    assert_send_sync::<Vec<StructuredCustomizations>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<StructuredCustomizations>>();
     assert_send_sync::<Vec<SubnetInfo>>();
-    assert_send_sync::<Vec<SystemEventInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<SystemEventInfo>>();
     assert_send_sync::<Vec<Tag>>();
     assert_send_sync::<Vec<TagId>>();
     assert_send_sync::<Vec<TagSpec>>();
@@ -3351,7 +3386,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<UpdateVirtualMachineFilesResultFailedVmFileInfo>>();
     assert_send_sync::<Vec<UsbScanCodeSpecKeyEvent>>();
     assert_send_sync::<Vec<UserGroupProfile>>();
-    assert_send_sync::<Vec<UserPrivilegeResult>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<UserPrivilegeResult>>();
     assert_send_sync::<Vec<UserProfile>>();
     assert_send_sync::<Vec<UserSession>>();
     assert_send_sync::<Vec<VASAStorageArray>>();
@@ -3378,7 +3413,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<VStorageObjectSnapshotInfoVStorageObjectSnapshot>>();
     assert_send_sync::<Vec<VVolHostPE>>();
     assert_send_sync::<Vec<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>>();
-    assert_send_sync::<Vec<VchaNodeRuntimeInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<VchaNodeRuntimeInfo>>();
     assert_send_sync::<Vec<VimVasaProviderInfo>>();
     assert_send_sync::<Vec<VimVasaProviderStatePerArray>>();
     assert_send_sync::<Vec<VirtualAppLinkInfo>>();
@@ -3444,7 +3479,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<VmEventArgument>>();
     assert_send_sync::<Vec<VmPodConfigForPlacement>>();
     assert_send_sync::<Vec<VmPortGroupProfile>>();
-    assert_send_sync::<Vec<VmfsConfigOption>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<VmfsConfigOption>>();
     assert_send_sync::<Vec<VmfsDatastoreOption>>();
     #[cfg(feature = "all-events")] assert_send_sync::<Vec<VnicPortArgument>>();
     assert_send_sync::<Vec<VsanHostConfigInfo>>();
@@ -3455,9 +3490,10 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<VsanHostDiskResult>>();
     assert_send_sync::<Vec<VsanHostMembershipInfo>>();
     assert_send_sync::<Vec<VsanHostRuntimeInfoDiskIssue>>();
-    assert_send_sync::<Vec<VsanNewPolicyBatch>>();
-    assert_send_sync::<Vec<VsanPolicyChangeBatch>>();
-    assert_send_sync::<Vec<VsanPolicySatisfiability>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<VsanNewPolicyBatch>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<VsanPolicyChangeBatch>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<VsanPolicySatisfiability>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<VsanUpgradeSystemNetworkPartitionInfo>>();
     assert_send_sync::<Vec<VslmInfrastructureObjectPolicy>>();
     assert_send_sync::<Vec<VslmTagEntry>>();
@@ -3697,7 +3733,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<VirtualMachineLegacyNetworkSwitchInfo>();
     assert_send_sync::<VirtualMachineMemoryAllocationPolicy>();
     assert_send_sync::<VirtualMachineMemoryReservationInfo>();
-    assert_send_sync::<VirtualMachineMemoryReservationSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<VirtualMachineMemoryReservationSpec>();
     assert_send_sync::<VirtualMachineMessage>();
     assert_send_sync::<VirtualMachineMetadataManagerVmMetadata>();
     assert_send_sync::<VirtualMachineMetadataManagerVmMetadataInput>();
@@ -4103,7 +4139,7 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")] assert_send_sync::<VmWwnConflictEvent>();
     #[cfg(feature = "all-faults")] assert_send_sync::<VmfsAlreadyMounted>();
     #[cfg(feature = "all-faults")] assert_send_sync::<VmfsAmbiguousMount>();
-    assert_send_sync::<VmfsConfigOption>();
+    #[cfg(feature = "admin")] assert_send_sync::<VmfsConfigOption>();
     assert_send_sync::<VmfsDatastoreAllExtentOption>();
     assert_send_sync::<VmfsDatastoreBaseOption>();
     assert_send_sync::<VmfsDatastoreCreateSpec>();
@@ -4139,8 +4175,9 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-faults")] assert_send_sync::<VsanDiskFault>();
     assert_send_sync::<VsanDiskIssueType>();
     #[cfg(feature = "all-faults")] assert_send_sync::<VsanFault>();
-    assert_send_sync::<VsanHostClusterStatus>();
-    assert_send_sync::<VsanHostClusterStatusState>();
+    #[cfg(feature = "admin")] assert_send_sync::<VsanHostClusterStatus>();
+    #[cfg(feature = "admin")] assert_send_sync::<VsanHostClusterStatusState>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<VsanHostClusterStatusStateCompletionEstimate>();
     assert_send_sync::<VsanHostConfigInfo>();
     assert_send_sync::<VsanHostConfigInfoClusterInfo>();
@@ -4163,26 +4200,38 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<VsanHostRuntimeInfoDiskIssue>();
     assert_send_sync::<VsanHostVsanDiskInfo>();
     #[cfg(feature = "all-faults")] assert_send_sync::<VsanIncompatibleDiskMapping>();
-    assert_send_sync::<VsanNewPolicyBatch>();
-    assert_send_sync::<VsanPolicyChangeBatch>();
-    assert_send_sync::<VsanPolicyCost>();
-    assert_send_sync::<VsanPolicySatisfiability>();
-    assert_send_sync::<VsanUpgradeSystemAPIBrokenIssue>();
+    #[cfg(feature = "admin")] assert_send_sync::<VsanNewPolicyBatch>();
+    #[cfg(feature = "admin")] assert_send_sync::<VsanPolicyChangeBatch>();
+    #[cfg(feature = "admin")] assert_send_sync::<VsanPolicyCost>();
+    #[cfg(feature = "admin")] assert_send_sync::<VsanPolicySatisfiability>();
+    #[cfg(feature = "admin")] assert_send_sync::<VsanUpgradeSystemAPIBrokenIssue>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<VsanUpgradeSystemAutoClaimEnabledOnHostsIssue>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<VsanUpgradeSystemHostsDisconnectedIssue>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<VsanUpgradeSystemMissingHostsInClusterIssue>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<VsanUpgradeSystemNetworkPartitionInfo>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<VsanUpgradeSystemNetworkPartitionIssue>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<VsanUpgradeSystemNotEnoughFreeCapacityIssue>();
-    assert_send_sync::<VsanUpgradeSystemPreflightCheckIssue>();
+    #[cfg(feature = "admin")] assert_send_sync::<VsanUpgradeSystemPreflightCheckIssue>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<VsanUpgradeSystemPreflightCheckResult>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<VsanUpgradeSystemRogueHostsInClusterIssue>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<VsanUpgradeSystemUpgradeHistoryDiskGroupOp>();
     assert_send_sync::<VsanUpgradeSystemUpgradeHistoryDiskGroupOpType>();
-    assert_send_sync::<VsanUpgradeSystemUpgradeHistoryItem>();
+    #[cfg(feature = "admin")] assert_send_sync::<VsanUpgradeSystemUpgradeHistoryItem>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<VsanUpgradeSystemUpgradeHistoryPreflightFail>();
-    assert_send_sync::<VsanUpgradeSystemUpgradeStatus>();
+    #[cfg(feature = "admin")] assert_send_sync::<VsanUpgradeSystemUpgradeStatus>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<VsanUpgradeSystemWrongEsxVersionIssue>();
     assert_send_sync::<VslmCloneSpec>();
     assert_send_sync::<VslmCreateSpec>();
@@ -4214,13 +4263,13 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-faults")]
     assert_send_sync::<WakeOnLanNotSupportedByVmotionNIC>();
     #[cfg(feature = "all-events")] assert_send_sync::<WarningUpgradeEvent>();
-    assert_send_sync::<WeekOfMonth>();
-    assert_send_sync::<WeeklyTaskScheduler>();
+    #[cfg(feature = "admin")] assert_send_sync::<WeekOfMonth>();
+    #[cfg(feature = "admin")] assert_send_sync::<WeeklyTaskScheduler>();
     #[cfg(feature = "all-faults")] assert_send_sync::<WillLoseHAProtection>();
     assert_send_sync::<WillLoseHAProtectionResolution>();
     #[cfg(feature = "all-faults")] assert_send_sync::<WillModifyConfigCpuRequirements>();
     #[cfg(feature = "all-faults")] assert_send_sync::<WillResetSnapshotDirectory>();
     assert_send_sync::<WinNetBIOSConfigInfo>();
     #[cfg(feature = "all-faults")] assert_send_sync::<WipeDiskFault>();
-    assert_send_sync::<WitnessNodeInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<WitnessNodeInfo>();
 }

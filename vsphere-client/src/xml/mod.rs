@@ -38,8 +38,8 @@ pub use schema::{
 #[doc(hidden)]
 pub use schema::{FieldEntry, Name, RegistryChunk, TypeEntry};
 pub use value::{
-    any_from_value, box_object, from_property, same_object, take_chunk, take_object, DataObject,
-    FromValue, ObjectArrayItem, ObjectType, Value, ValueTypeError,
+    any_from_value, box_object, clone_object, from_property, same_object, take_chunk, take_object,
+    DataObject, FromValue, ObjectArrayItem, ObjectType, Value, ValueTypeError,
 };
 pub use writer::{debug_fields, same_encoding, same_fields, NewerItem, XmlWriter};
 

@@ -394,7 +394,7 @@ impl Registry {
 
     /// Decodes the current element as the type `name` into a boxed value,
     /// for `xsd:anyType` slots; a data object of a family the crate was built
-    /// without (`all-events`, `all-faults`) as its nearest ancestor that is
+    /// without (`all-events`, `all-faults`, `admin`) as its nearest ancestor that is
     /// compiled in, its own elements skipped. `None`, with nothing read, for
     /// a name the registry does not know and types that never appear there.
     pub fn decode_object(

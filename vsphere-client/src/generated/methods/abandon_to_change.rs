@@ -22,6 +22,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AbdicateDomOwnership` on `HostVsanInternalSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn abdicate_dom_ownership(
         &self,
@@ -54,6 +55,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AcknowledgeAlarm` on `AlarmManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn acknowledge_alarm(
         &self,
@@ -178,6 +180,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AddAuthorizationRole` on `AuthorizationManager`.
     ///
     /// Declared faults: `AlreadyExists`, `InvalidName`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn add_authorization_role(
         &self,
@@ -230,6 +233,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AddDisks_Task` on `HostVsanSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn add_disks_task(
         &self,
@@ -246,6 +250,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AddFilter` on `HealthUpdateManager`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn add_filter(
         &self,
@@ -264,6 +269,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AddFilterEntities` on `HealthUpdateManager`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn add_filter_entities(
         &self,
@@ -326,6 +332,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AddInternetScsiSendTargets` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn add_internet_scsi_send_targets(
         &self,
@@ -342,6 +349,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AddInternetScsiStaticTargets` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn add_internet_scsi_static_targets(
         &self,
@@ -358,6 +366,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AddKey` on `CryptoManager`.
     ///
     /// Declared faults: `AlreadyExists`, `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn add_key(
         &self,
@@ -372,6 +381,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AddKeys` on `CryptoManager`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn add_keys(
         &self,
@@ -388,6 +398,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AddLicense` on `LicenseManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn add_license(
         &self,
@@ -406,6 +417,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AddMonitoredEntities` on `HealthUpdateManager`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn add_monitored_entities(
         &self,
@@ -436,6 +448,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AddPortGroup` on `HostNetworkSystem`.
     ///
     /// Declared faults: `AlreadyExists`, `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn add_port_group(
         &self,
@@ -450,6 +463,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AddServiceConsoleVirtualNic` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn add_service_console_virtual_nic(
         &self,
@@ -488,6 +502,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AddVirtualNic` on `HostNetworkSystem`.
     ///
     /// Declared faults: `AlreadyExists`, `HostConfigFault`, `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn add_virtual_nic(
         &self,
@@ -504,6 +519,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AddVirtualSwitch` on `HostNetworkSystem`.
     ///
     /// Declared faults: `AlreadyExists`, `HostConfigFault`, `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn add_virtual_switch(
         &self,
@@ -520,6 +536,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AllocateIpv4Address` on `IpPoolManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn allocate_ipv4_address(
         &self,
@@ -538,6 +555,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AllocateIpv6Address` on `IpPoolManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn allocate_ipv6_address(
         &self,
@@ -572,6 +590,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ApplyEntitiesConfig_Task` on `HostProfileManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn apply_entities_config_task(
         &self,
@@ -606,6 +625,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ApplyHostConfig_Task` on `HostProfileManager`.
     ///
     /// Declared faults: `HostConfigFailed`, `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn apply_host_config_task(
         &self,
@@ -674,6 +694,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AreAlarmActionsEnabled` on `AlarmManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn are_alarm_actions_enabled(
         &self,
@@ -688,6 +709,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AssignUserToGroup` on `HostLocalAccountManager`.
     ///
     /// Declared faults: `AlreadyExists`, `RuntimeFault`, `UserNotFound`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn assign_user_to_group(
         &self,
@@ -704,6 +726,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AssociateProfile` on `Profile`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn associate_profile(
         &self,
@@ -740,6 +763,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AttachScsiLun` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `InvalidState`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn attach_scsi_lun(
         &self,
@@ -754,6 +778,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AttachScsiLunEx_Task` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn attach_scsi_lun_ex_task(
         &self,
@@ -788,6 +813,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AttachVmfsExtent` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn attach_vmfs_extent(
         &self,
@@ -804,6 +830,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AutoStartPowerOff` on `HostAutoStartManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn auto_start_power_off(
         &self,
@@ -816,6 +843,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AutoStartPowerOn` on `HostAutoStartManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn auto_start_power_on(
         &self,
@@ -828,6 +856,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `BackupFirmwareConfiguration` on `HostFirmwareSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn backup_firmware_configuration(
         &self,
@@ -900,6 +929,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `BindVnic` on `IscsiManager`.
     ///
     /// Declared faults: `IscsiFault`, `IscsiFaultInvalidVnic`, `IscsiFaultVnicAlreadyBound`, `IscsiFaultVnicHasMultipleUplinks`, `IscsiFaultVnicHasNoUplinks`, `IscsiFaultVnicHasWrongUplink`, `IscsiFaultVnicNotFound`, `NotFound`, `PlatformConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn bind_vnic(
         &self,
@@ -916,6 +946,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `BrowseDiagnosticLog` on `DiagnosticManager`.
     ///
     /// Declared faults: `CannotAccessFile`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn browse_diagnostic_log(
         &self,
@@ -938,6 +969,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CanProvisionObjects` on `HostVsanInternalSystem`.
     ///
     /// Declared faults: `RuntimeFault`, `VimFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn can_provision_objects(
         &self,
@@ -1022,6 +1054,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CertMgrRefreshCACertificatesAndCRLs_Task` on `CertificateManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn cert_mgr_refresh_ca_certificates_and_crls_task(
         &self,
@@ -1038,6 +1071,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CertMgrRefreshCertificates_Task` on `CertificateManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn cert_mgr_refresh_certificates_task(
         &self,
@@ -1054,6 +1088,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CertMgrRevokeCertificates_Task` on `CertificateManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn cert_mgr_revoke_certificates_task(
         &self,
@@ -1070,6 +1105,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ChangeAccessMode` on `HostAccessManager`.
     ///
     /// Declared faults: `AuthMinimumAdminPermission`, `RuntimeFault`, `UserNotFound`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn change_access_mode(
         &self,
@@ -1108,6 +1144,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ChangeKey_Task` on `CryptoManagerHost`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn change_key_task(
         &self,
@@ -1124,6 +1161,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ChangeLockdownMode` on `HostAccessManager`.
     ///
     /// Declared faults: `AuthMinimumAdminPermission`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn change_lockdown_mode(
         &self,
@@ -1138,6 +1176,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ChangeNFSUserPassword` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn change_nfs_user_password(
         &self,
@@ -1170,6 +1209,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ChangePassword` on `HostLocalAccountManager`.
     ///
     /// Declared faults: `InvalidLogin`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn change_password(
         &self,

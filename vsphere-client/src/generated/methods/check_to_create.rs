@@ -10,6 +10,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CheckAddHostEvc_Task` on `ClusterEVCManager`.
     ///
     /// Declared faults: `HostConnectFault`, `InvalidLogin`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn check_add_host_evc_task(
         &self,
@@ -26,6 +27,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CheckAnswerFileStatus_Task` on `HostProfileManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn check_answer_file_status_task(
         &self,
@@ -88,6 +90,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CheckCompliance_Task` on `ProfileComplianceManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn check_compliance_task(
         &self,
@@ -106,6 +109,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CheckConfigureEvcMode_Task` on `ClusterEVCManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn check_configure_evc_mode_task(
         &self,
@@ -168,6 +172,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CheckHostPatch_Task` on `HostPatchManager`.
     ///
     /// Declared faults: `InvalidState`, `PlatformConfigFault`, `RequestCanceled`, `RuntimeFault`, `TaskInProgress`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn check_host_patch_task(
         &self,
@@ -208,6 +213,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CheckLicenseFeature` on `LicenseManager`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn check_license_feature(
         &self,
@@ -270,6 +276,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CheckProfileCompliance_Task` on `Profile`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn check_profile_compliance_task(
         &self,
@@ -330,6 +337,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ClearComplianceStatus` on `ProfileComplianceManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn clear_compliance_status(
         &self,
@@ -346,6 +354,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ClearNFSUser` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn clear_nfs_user(
         &self,
@@ -358,6 +367,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ClearSystemEventLog` on `HostHealthStatusSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn clear_system_event_log(
         &self,
@@ -370,6 +380,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ClearTriggeredAlarms` on `AlarmManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn clear_triggered_alarms(
         &self,
@@ -512,6 +523,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CompositeHostProfile_Task` on `HostProfileManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn composite_host_profile_task(
         &self,
@@ -538,6 +550,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ComputeDiskPartitionInfo` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn compute_disk_partition_info(
         &self,
@@ -558,6 +571,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ComputeDiskPartitionInfoForResize` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn compute_disk_partition_info_for_resize(
         &self,
@@ -626,6 +640,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ConfigureEvcMode_Task` on `ClusterEVCManager`.
     ///
     /// Declared faults: `EVCConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn configure_evc_mode_task(
         &self,
@@ -662,6 +677,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ConfigureHostCache_Task` on `HostCacheConfigurationManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn configure_host_cache_task(
         &self,
@@ -678,6 +694,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ConfigureLicenseSource` on `LicenseManager`.
     ///
     /// Declared faults: `CannotAccessLocalSource`, `InvalidLicense`, `LicenseServerUnavailable`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn configure_license_source(
         &self,
@@ -694,6 +711,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ConfigurePowerPolicy` on `HostPowerSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn configure_power_policy(
         &self,
@@ -728,6 +746,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ConfigureVFlashResourceEx_Task` on `HostVFlashManager`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn configure_vflash_resource_ex_task(
         &self,
@@ -744,6 +763,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ConnectNvmeController` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn connect_nvme_controller(
         &self,
@@ -758,6 +778,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ConnectNvmeControllerEx_Task` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn connect_nvme_controller_ex_task(
         &self,
@@ -868,6 +889,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CreateAlarm` on `AlarmManager`.
     ///
     /// Declared faults: `DuplicateName`, `InvalidName`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn create_alarm(
         &self,
@@ -1074,6 +1096,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CreateDefaultProfile` on `HostProfileManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn create_default_profile(
         &self,
@@ -1110,6 +1133,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CreateDiagnosticPartition` on `HostDiagnosticSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn create_diagnostic_partition(
         &self,
@@ -1228,6 +1252,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CreateGroup` on `HostLocalAccountManager`.
     ///
     /// Declared faults: `AlreadyExists`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn create_group(
         &self,
@@ -1278,6 +1303,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CreateIpPool` on `IpPoolManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn create_ip_pool(
         &self,
@@ -1360,6 +1386,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CreateNvdimmNamespace_Task` on `HostNvdimmSystem`.
     ///
     /// Declared faults: `AlreadyExists`, `HostConfigFault`, `InvalidHostState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn create_nvdimm_namespace_task(
         &self,
@@ -1376,6 +1403,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CreateNvdimmPMemNamespace_Task` on `HostNvdimmSystem`.
     ///
     /// Declared faults: `AlreadyExists`, `HostConfigFault`, `InvalidHostState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn create_nvdimm_p_mem_namespace_task(
         &self,
@@ -1392,6 +1420,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CreateNvmeOverRdmaAdapter` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn create_nvme_over_rdma_adapter(
         &self,
@@ -1406,6 +1435,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CreateObjectScheduledTask` on `ScheduledTaskManager`.
     ///
     /// Declared faults: `DuplicateName`, `InvalidName`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn create_object_scheduled_task(
         &self,
@@ -1438,6 +1468,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CreateProfile` on `ProfileManager`.
     ///
     /// Declared faults: `DuplicateName`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn create_profile(
         &self,
@@ -1508,6 +1539,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CreateScheduledTask` on `ScheduledTaskManager`.
     ///
     /// Declared faults: `DuplicateName`, `InvalidName`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn create_scheduled_task(
         &self,
@@ -1618,6 +1650,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CreateSoftwareAdapter` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn create_software_adapter(
         &self,
@@ -1716,6 +1749,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CreateUser` on `HostLocalAccountManager`.
     ///
     /// Declared faults: `AlreadyExists`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn create_user(
         &self,

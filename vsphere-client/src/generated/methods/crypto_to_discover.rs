@@ -10,6 +10,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CryptoManagerHostDisable` on `CryptoManagerHost`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn crypto_manager_host_disable(
         &self,
@@ -22,6 +23,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CryptoManagerHostEnable` on `CryptoManagerHost`.
     ///
     /// Declared faults: `AlreadyExists`, `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn crypto_manager_host_enable(
         &self,
@@ -36,6 +38,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `CryptoManagerHostPrepare` on `CryptoManagerHost`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn crypto_manager_host_prepare(
         &self,
@@ -238,6 +241,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DecodeLicense` on `LicenseManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn decode_license(
         &self,
@@ -384,6 +388,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DeleteHostSpecification` on `HostSpecificationManager`.
     ///
     /// Declared faults: `HostSpecificationOperationFailed`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn delete_host_specification(
         &self,
@@ -398,6 +403,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DeleteHostSubSpecification` on `HostSpecificationManager`.
     ///
     /// Declared faults: `HostSpecificationOperationFailed`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn delete_host_sub_specification(
         &self,
@@ -414,6 +420,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DeleteNvdimmBlockNamespaces_Task` on `HostNvdimmSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `InvalidHostState`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn delete_nvdimm_block_namespaces_task(
         &self,
@@ -428,6 +435,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DeleteNvdimmNamespace_Task` on `HostNvdimmSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `InvalidHostState`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn delete_nvdimm_namespace_task(
         &self,
@@ -482,6 +490,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DeleteScsiLunState` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn delete_scsi_lun_state(
         &self,
@@ -552,6 +561,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DeleteVffsVolumeState` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn delete_vffs_volume_state(
         &self,
@@ -584,6 +594,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DeleteVmfsVolumeState` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn delete_vmfs_volume_state(
         &self,
@@ -598,6 +609,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DeleteVsanObjects` on `HostVsanInternalSystem`.
     ///
     /// Declared faults: `RuntimeFault`, `VimFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn delete_vsan_objects(
         &self,
@@ -616,6 +628,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DeselectVnic` on `HostVMotionSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn deselect_vnic(
         &self,
@@ -628,6 +641,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DeselectVnicForNicType` on `HostVirtualNicManager`.
     ///
     /// Declared faults: `HostConfigFault`, `InvalidArgument`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn deselect_vnic_for_nic_type(
         &self,
@@ -680,6 +694,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DestroyIpPool` on `IpPoolManager`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn destroy_ip_pool(
         &self,
@@ -710,6 +725,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DestroyProfile` on `Profile`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn destroy_profile(
         &self,
@@ -746,6 +762,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DestroyVffs` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn destroy_vffs(
         &self,
@@ -802,6 +819,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DetachScsiLun` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `InvalidState`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn detach_scsi_lun(
         &self,
@@ -816,6 +834,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DetachScsiLunEx_Task` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn detach_scsi_lun_ex_task(
         &self,
@@ -938,6 +957,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DisableAlarm` on `AlarmManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn disable_alarm(
         &self,
@@ -968,6 +988,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DisableEvcMode_Task` on `ClusterEVCManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn disable_evc_mode_task(
         &self,
@@ -982,6 +1003,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DisableFeature` on `LicenseManager`.
     ///
     /// Declared faults: `InvalidState`, `LicenseServerUnavailable`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn disable_feature(
         &self,
@@ -998,6 +1020,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DisableHyperThreading` on `HostCpuSchedulerSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn disable_hyper_threading(
         &self,
@@ -1010,6 +1033,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DisableMultipathPath` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn disable_multipath_path(
         &self,
@@ -1040,6 +1064,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DisableRuleset` on `HostFirewallSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn disable_ruleset(
         &self,
@@ -1070,6 +1095,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DisableSmartCardAuthentication` on `HostActiveDirectoryAuthentication`.
     ///
     /// Declared faults: `ActiveDirectoryFault`, `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn disable_smart_card_authentication(
         &self,
@@ -1096,6 +1122,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DisconnectNvmeController` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn disconnect_nvme_controller(
         &self,
@@ -1110,6 +1137,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DisconnectNvmeControllerEx_Task` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn disconnect_nvme_controller_ex_task(
         &self,
@@ -1126,6 +1154,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DiscoverFcoeHbas` on `HostStorageSystem`.
     ///
     /// Declared faults: `FcoeFaultPnicHasNoPortSet`, `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn discover_fcoe_hbas(
         &self,
@@ -1140,6 +1169,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DiscoverNvmeControllers` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn discover_nvme_controllers(
         &self,

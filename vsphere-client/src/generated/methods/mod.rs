@@ -4,10 +4,10 @@
 mod abandon_to_change;
 mod check_to_create;
 mod crypto_to_discover;
-mod dissociate_to_get;
-mod has_to_install;
-mod instant_to_perform;
-mod place_to_query;
+mod dissociate_to_generate;
+mod get_to_import;
+mod increase_to_move;
+mod open_to_query;
 mod read_to_remove;
 mod rename_to_revert;
 mod rewind_to_unmount;

@@ -166,6 +166,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RecommissionVsanNode_Task` on `HostVsanSystem`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`, `VsanFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn recommission_vsan_node_task(
         &self,
@@ -232,6 +233,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ReconfigurationSatisfiable` on `HostVsanInternalSystem`.
     ///
     /// Declared faults: `RuntimeFault`, `VimFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn reconfiguration_satisfiable(
         &self,
@@ -250,6 +252,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ReconfigureAlarm` on `Alarm`.
     ///
     /// Declared faults: `DuplicateName`, `InvalidName`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn reconfigure_alarm(
         &self,
@@ -264,6 +267,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ReconfigureAutostart` on `HostAutoStartManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn reconfigure_autostart(
         &self,
@@ -364,6 +368,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ReconfigureDomObject` on `HostVsanInternalSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn reconfigure_dom_object(
         &self,
@@ -410,6 +415,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ReconfigureScheduledTask` on `ScheduledTask`.
     ///
     /// Declared faults: `DuplicateName`, `InvalidName`, `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn reconfigure_scheduled_task(
         &self,
@@ -424,6 +430,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ReconfigureServiceConsoleReservation` on `HostMemorySystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn reconfigure_service_console_reservation(
         &self,
@@ -438,6 +445,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ReconfigureSnmpAgent` on `HostSnmpSystem`.
     ///
     /// Declared faults: `InsufficientResourcesFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn reconfigure_snmp_agent(
         &self,
@@ -452,6 +460,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ReconfigureVirtualMachineReservation` on `HostMemorySystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn reconfigure_virtual_machine_reservation(
         &self,
@@ -516,6 +525,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `Refresh` on `HostPciPassthruSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn refresh(
         &self,
@@ -566,6 +576,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RefreshDateTimeSystem` on `HostDateTimeSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn refresh_date_time_system(
         &self,
@@ -578,6 +589,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RefreshFirewall` on `HostFirewallSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn refresh_firewall(
         &self,
@@ -590,6 +602,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RefreshGraphicsManager` on `HostGraphicsManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn refresh_graphics_manager(
         &self,
@@ -602,6 +615,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RefreshHealthStatusSystem` on `HostHealthStatusSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn refresh_health_status_system(
         &self,
@@ -614,6 +628,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RefreshNetworkSystem` on `HostNetworkSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn refresh_network_system(
         &self,
@@ -650,6 +665,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RefreshServices` on `HostServiceSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn refresh_services(
         &self,
@@ -704,6 +720,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RefreshStorageSystem` on `HostStorageSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn refresh_storage_system(
         &self,
@@ -754,6 +771,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RegisterExtension` on `ExtensionManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn register_extension(
         &self,
@@ -768,6 +786,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RegisterHealthUpdateProvider` on `HealthUpdateManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn register_health_update_provider(
         &self,
@@ -784,6 +803,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RegisterKmipServer` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn register_kmip_server(
         &self,
@@ -798,6 +818,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RegisterKmsCluster` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn register_kms_cluster(
         &self,
@@ -854,6 +875,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ReleaseIpAllocation` on `IpPoolManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn release_ip_allocation(
         &self,
@@ -938,6 +960,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveAlarm` on `Alarm`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_alarm(
         &self,
@@ -968,6 +991,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveAssignedLicense` on `LicenseAssignmentManager`.
     ///
     /// Declared faults: `LicenseEntityNotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_assigned_license(
         &self,
@@ -982,6 +1006,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveAuthorizationRole` on `AuthorizationManager`.
     ///
     /// Declared faults: `NotFound`, `RemoveFailed`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_authorization_role(
         &self,
@@ -1042,6 +1067,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveDiskMapping_Task` on `HostVsanSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_disk_mapping_task(
         &self,
@@ -1062,6 +1088,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveDisk_Task` on `HostVsanSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_disk_task(
         &self,
@@ -1082,6 +1109,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveEntityPermission` on `AuthorizationManager`.
     ///
     /// Declared faults: `AuthMinimumAdminPermission`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_entity_permission(
         &self,
@@ -1100,6 +1128,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveFilter` on `HealthUpdateManager`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_filter(
         &self,
@@ -1114,6 +1143,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveFilterEntities` on `HealthUpdateManager`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_filter_entities(
         &self,
@@ -1130,6 +1160,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveGroup` on `HostLocalAccountManager`.
     ///
     /// Declared faults: `RuntimeFault`, `UserNotFound`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_group(
         &self,
@@ -1186,6 +1217,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveInternetScsiSendTargets` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_internet_scsi_send_targets(
         &self,
@@ -1204,6 +1236,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveInternetScsiStaticTargets` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_internet_scsi_static_targets(
         &self,
@@ -1220,6 +1253,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveKey` on `CryptoManager`.
     ///
     /// Declared faults: `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_key(
         &self,
@@ -1236,6 +1270,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveKeys` on `CryptoManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_keys(
         &self,
@@ -1254,6 +1289,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveKmipServer` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_kmip_server(
         &self,
@@ -1270,6 +1306,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveLicense` on `LicenseManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_license(
         &self,
@@ -1284,6 +1321,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveLicenseLabel` on `LicenseManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_license_label(
         &self,
@@ -1300,6 +1338,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveMonitoredEntities` on `HealthUpdateManager`.
     ///
     /// Declared faults: `InvalidState`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_monitored_entities(
         &self,
@@ -1330,6 +1369,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveNvmeOverRdmaAdapter` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_nvme_over_rdma_adapter(
         &self,
@@ -1358,6 +1398,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemovePortGroup` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_port_group(
         &self,
@@ -1372,6 +1413,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveScheduledTask` on `ScheduledTask`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_scheduled_task(
         &self,
@@ -1384,6 +1426,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveServiceConsoleVirtualNic` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_service_console_virtual_nic(
         &self,
@@ -1398,6 +1441,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveSmartCardTrustAnchor` on `HostActiveDirectoryAuthentication`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_smart_card_trust_anchor(
         &self,
@@ -1414,6 +1458,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveSmartCardTrustAnchorByFingerprint` on `HostActiveDirectoryAuthentication`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_smart_card_trust_anchor_by_fingerprint(
         &self,
@@ -1432,6 +1477,7 @@ impl<'a> crate::Vim<'a> {
     /// Since vSphere API 9.0.0.0.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_smart_card_trust_anchor_certificate(
         &self,
@@ -1464,6 +1510,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveSoftwareAdapter` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_software_adapter(
         &self,
@@ -1478,6 +1525,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveUser` on `HostLocalAccountManager`.
     ///
     /// Declared faults: `RuntimeFault`, `UserNotFound`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_user(
         &self,
@@ -1492,6 +1540,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveVirtualNic` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_virtual_nic(
         &self,
@@ -1506,6 +1555,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveVirtualSwitch` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_virtual_switch(
         &self,

@@ -162,6 +162,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ReplaceCACertificatesAndCRLs` on `HostCertificateManager`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn replace_ca_certificates_and_crls(
         &self,
@@ -178,6 +179,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ReplaceSmartCardTrustAnchors` on `HostActiveDirectoryAuthentication`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn replace_smart_card_trust_anchors(
         &self,
@@ -192,6 +194,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RescanAllHba` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn rescan_all_hba(
         &self,
@@ -204,6 +207,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RescanHba` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn rescan_hba(
         &self,
@@ -218,6 +222,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RescanVffs` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn rescan_vffs(
         &self,
@@ -230,6 +235,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RescanVmfs` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn rescan_vmfs(
         &self,
@@ -268,6 +274,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ResetEntityPermissions` on `AuthorizationManager`.
     ///
     /// Declared faults: `AuthMinimumAdminPermission`, `NotFound`, `RuntimeFault`, `UserNotFound`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn reset_entity_permissions(
         &self,
@@ -284,6 +291,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ResetFirmwareToFactoryDefaults` on `HostFirmwareSystem`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn reset_firmware_to_factory_defaults(
         &self,
@@ -338,6 +346,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ResetSystemHealthInfo` on `HostHealthStatusSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn reset_system_health_info(
         &self,
@@ -380,6 +389,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ResolveInstallationErrorsOnCluster_Task` on `IoFilterManager`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn resolve_installation_errors_on_cluster_task(
         &self,
@@ -398,6 +408,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ResolveInstallationErrorsOnHost_Task` on `IoFilterManager`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn resolve_installation_errors_on_host_task(
         &self,
@@ -416,6 +427,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ResolveMultipleUnresolvedVmfsVolumes` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn resolve_multiple_unresolved_vmfs_volumes(
         &self,
@@ -432,6 +444,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ResolveMultipleUnresolvedVmfsVolumesEx_Task` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn resolve_multiple_unresolved_vmfs_volumes_ex_task(
         &self,
@@ -470,6 +483,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RestartService` on `HostServiceSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `InvalidState`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn restart_service(
         &self,
@@ -484,6 +498,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RestartServiceConsoleVirtualNic` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn restart_service_console_virtual_nic(
         &self,
@@ -498,6 +513,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RestoreFirmwareConfiguration` on `HostFirmwareSystem`.
     ///
     /// Declared faults: `FileFault`, `InvalidBundle`, `InvalidState`, `MismatchedBundle`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn restore_firmware_configuration(
         &self,
@@ -512,6 +528,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveAllPermissions` on `AuthorizationManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_all_permissions(
         &self,
@@ -524,6 +541,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveAnswerFile` on `HostProfileManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_answer_file(
         &self,
@@ -540,6 +558,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveAnswerFileForProfile` on `HostProfileManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_answer_file_for_profile(
         &self,
@@ -576,6 +595,7 @@ impl<'a> crate::Vim<'a> {
     /// Since vSphere API 8.0.1.0.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_certificate_info_list(
         &self,
@@ -590,6 +610,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveClientCert` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_client_cert(
         &self,
@@ -604,6 +625,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveClientCsr` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_client_csr(
         &self,
@@ -632,6 +654,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveDescription` on `Profile`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_description(
         &self,
@@ -646,6 +669,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveDiskPartitionInfo` on `HostStorageSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_disk_partition_info(
         &self,
@@ -662,6 +686,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveDynamicPassthroughInfo` on `HostAssignableHardwareManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_dynamic_passthrough_info(
         &self,
@@ -676,6 +701,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveEntityPermissions` on `AuthorizationManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_entity_permissions(
         &self,
@@ -692,6 +718,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveEntityScheduledTask` on `ScheduledTaskManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_entity_scheduled_task(
         &self,
@@ -732,6 +759,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveHostAccessControlEntries` on `HostAccessManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_host_access_control_entries(
         &self,
@@ -746,6 +774,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveHostCustomizations` on `HostProfileManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_host_customizations(
         &self,
@@ -762,6 +791,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveHostCustomizationsForProfile` on `HostProfileManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_host_customizations_for_profile(
         &self,
@@ -780,6 +810,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveHostSpecification` on `HostSpecificationManager`.
     ///
     /// Declared faults: `HostSpecificationOperationFailed`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_host_specification(
         &self,
@@ -798,6 +829,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveKmipServerCert` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_kmip_server_cert(
         &self,
@@ -816,6 +848,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveKmipServersStatus_Task` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_kmip_servers_status_task(
         &self,
@@ -832,6 +865,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveObjectScheduledTask` on `ScheduledTaskManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_object_scheduled_task(
         &self,
@@ -896,6 +930,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveRolePermissions` on `AuthorizationManager`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_role_permissions(
         &self,
@@ -910,6 +945,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveSelfSignedClientCert` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_self_signed_client_cert(
         &self,
@@ -936,6 +972,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveServiceProviderEntities` on `TenantTenantManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_service_provider_entities(
         &self,
@@ -988,6 +1025,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveUserGroups` on `UserDirectory`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_user_groups(
         &self,
@@ -1086,6 +1124,7 @@ impl<'a> crate::Vim<'a> {
     /// Since vSphere API 8.0.0.1.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_vendor_device_group_info(
         &self,
@@ -1100,6 +1139,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveVgpuDeviceInfo` on `HostGraphicsManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_vgpu_device_info(
         &self,
@@ -1114,6 +1154,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveVgpuProfileInfo` on `HostGraphicsManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_vgpu_profile_info(
         &self,

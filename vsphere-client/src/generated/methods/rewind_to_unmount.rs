@@ -22,6 +22,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RunScheduledTask` on `ScheduledTask`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn run_scheduled_task(
         &self,
@@ -34,6 +35,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RunVsanPhysicalDiskDiagnostics` on `HostVsanInternalSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn run_vsan_physical_disk_diagnostics(
         &self,
@@ -53,6 +55,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ScanHostPatchV2_Task` on `HostPatchManager`.
     ///
     /// Declared faults: `InvalidState`, `PlatformConfigFault`, `RequestCanceled`, `RuntimeFault`, `TaskInProgress`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn scan_host_patch_v2_task(
         &self,
@@ -73,6 +76,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ScanHostPatch_Task` on `HostPatchManager`.
     ///
     /// Declared faults: `PatchMetadataInvalid`, `PlatformConfigFault`, `RequestCanceled`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn scan_host_patch_task(
         &self,
@@ -143,6 +147,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `SelectActivePartition` on `HostDiagnosticSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn select_active_partition(
         &self,
@@ -157,6 +162,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `SelectVnic` on `HostVMotionSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn select_vnic(
         &self,
@@ -171,6 +177,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `SelectVnicForNicType` on `HostVirtualNicManager`.
     ///
     /// Declared faults: `HostConfigFault`, `InvalidArgument`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn select_vnic_for_nic_type(
         &self,
@@ -199,6 +206,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `SendTestNotification` on `HostSnmpSystem`.
     ///
     /// Declared faults: `InsufficientResourcesFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn send_test_notification(
         &self,
@@ -257,6 +265,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `SetDefaultKmsCluster` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn set_default_kms_cluster(
         &self,
@@ -287,6 +296,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `SetEntityPermissions` on `AuthorizationManager`.
     ///
     /// Declared faults: `AuthMinimumAdminPermission`, `NotFound`, `RuntimeFault`, `UserNotFound`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn set_entity_permissions(
         &self,
@@ -303,6 +313,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `SetExtensionCertificate` on `ExtensionManager`.
     ///
     /// Declared faults: `NoClientCertificate`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn set_extension_certificate(
         &self,
@@ -339,6 +350,7 @@ impl<'a> crate::Vim<'a> {
     /// Since vSphere API 8.0.1.0.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn set_key_custom_attributes(
         &self,
@@ -355,6 +367,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `SetLicenseEdition` on `LicenseManager`.
     ///
     /// Declared faults: `InvalidState`, `LicenseServerUnavailable`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn set_license_edition(
         &self,
@@ -403,6 +416,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `SetMultipathLunPolicy` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn set_multipath_lun_policy(
         &self,
@@ -419,6 +433,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `SetNFSUser` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn set_nfs_user(
         &self,
@@ -435,6 +450,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `SetPublicKey` on `ExtensionManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn set_public_key(
         &self,
@@ -487,6 +503,7 @@ impl<'a> crate::Vim<'a> {
     /// Since vSphere API 8.0.2.0.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn set_service_account(
         &self,
@@ -641,6 +658,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `StageHostPatch_Task` on `HostPatchManager`.
     ///
     /// Declared faults: `InvalidState`, `PlatformConfigFault`, `RequestCanceled`, `RuntimeFault`, `TaskInProgress`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn stage_host_patch_task(
         &self,
@@ -759,6 +777,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `StartService` on `HostServiceSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `InvalidState`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn start_service(
         &self,
@@ -801,6 +820,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `StopService` on `HostServiceSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `InvalidState`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn stop_service(
         &self,
@@ -903,6 +923,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `TestTimeService` on `HostDateTimeSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn test_time_service(
         &self,
@@ -917,6 +938,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `TurnDiskLocatorLedOff_Task` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn turn_disk_locator_led_off_task(
         &self,
@@ -933,6 +955,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `TurnDiskLocatorLedOn_Task` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn turn_disk_locator_led_on_task(
         &self,
@@ -963,6 +986,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UnassignUserFromGroup` on `HostLocalAccountManager`.
     ///
     /// Declared faults: `RuntimeFault`, `UserNotFound`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn unassign_user_from_group(
         &self,
@@ -979,6 +1003,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UnbindVnic` on `IscsiManager`.
     ///
     /// Declared faults: `IscsiFault`, `IscsiFaultVnicHasActivePaths`, `IscsiFaultVnicIsLastPath`, `IscsiFaultVnicNotBound`, `NotFound`, `PlatformConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn unbind_vnic(
         &self,
@@ -997,6 +1022,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UninstallHostPatch_Task` on `HostPatchManager`.
     ///
     /// Declared faults: `InvalidState`, `PlatformConfigFault`, `RuntimeFault`, `TaskInProgress`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn uninstall_host_patch_task(
         &self,
@@ -1015,6 +1041,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UninstallIoFilter_Task` on `IoFilterManager`.
     ///
     /// Declared faults: `FilterInUse`, `InvalidState`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn uninstall_io_filter_task(
         &self,
@@ -1033,6 +1060,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UninstallService` on `HostServiceSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn uninstall_service(
         &self,
@@ -1047,6 +1075,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UnmapVmfsVolumeEx_Task` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn unmap_vmfs_volume_ex_task(
         &self,
@@ -1063,6 +1092,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UnmarkServiceProviderEntities` on `TenantTenantManager`.
     ///
     /// Declared faults: `ManagedObjectNotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn unmark_service_provider_entities(
         &self,
@@ -1077,6 +1107,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UnmountDiskMapping_Task` on `HostVsanSystem`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`, `VsanFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn unmount_disk_mapping_task(
         &self,
@@ -1093,6 +1124,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UnmountForceMountedVmfsVolume` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn unmount_force_mounted_vmfs_volume(
         &self,
@@ -1119,6 +1151,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UnmountVffsVolume` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `InvalidState`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn unmount_vffs_volume(
         &self,
@@ -1133,6 +1166,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UnmountVmfsVolume` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `InvalidState`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn unmount_vmfs_volume(
         &self,
@@ -1147,6 +1181,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UnmountVmfsVolumeEx_Task` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn unmount_vmfs_volume_ex_task(
         &self,

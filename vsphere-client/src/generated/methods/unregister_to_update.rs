@@ -44,6 +44,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UnregisterExtension` on `ExtensionManager`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn unregister_extension(
         &self,
@@ -58,6 +59,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UnregisterHealthUpdateProvider` on `HealthUpdateManager`.
     ///
     /// Declared faults: `InvalidState`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn unregister_health_update_provider(
         &self,
@@ -72,6 +74,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UnregisterKmsCluster` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn unregister_kms_cluster(
         &self,
@@ -98,6 +101,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateAnswerFile_Task` on `HostProfileManager`.
     ///
     /// Declared faults: `AnswerFileUpdateFailed`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_answer_file_task(
         &self,
@@ -116,6 +120,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateAssignableHardwareConfig` on `HostAssignableHardwareManager`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_assignable_hardware_config(
         &self,
@@ -130,6 +135,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateAssignedLicense` on `LicenseAssignmentManager`.
     ///
     /// Declared faults: `LicenseEntityNotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_assigned_license(
         &self,
@@ -150,6 +156,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateAuthorizationRole` on `AuthorizationManager`.
     ///
     /// Declared faults: `AlreadyExists`, `InvalidName`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_authorization_role(
         &self,
@@ -168,6 +175,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateBootDevice` on `HostBootDeviceSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_boot_device(
         &self,
@@ -196,6 +204,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateClusterProfile` on `ClusterProfile`.
     ///
     /// Declared faults: `DuplicateName`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_cluster_profile(
         &self,
@@ -226,6 +235,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateConsoleIpRouteConfig` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_console_ip_route_config(
         &self,
@@ -286,6 +296,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateDateTime` on `HostDateTimeSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_date_time(
         &self,
@@ -300,6 +311,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateDateTimeConfig` on `HostDateTimeSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_date_time_config(
         &self,
@@ -314,6 +326,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateDefaultPolicy` on `HostFirewallSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_default_policy(
         &self,
@@ -328,6 +341,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateDiskPartitions` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_disk_partitions(
         &self,
@@ -344,6 +358,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateDnsConfig` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_dns_config(
         &self,
@@ -372,6 +387,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateExtension` on `ExtensionManager`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_extension(
         &self,
@@ -400,6 +416,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateGraphicsConfig` on `HostGraphicsManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_graphics_config(
         &self,
@@ -414,6 +431,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateHostImageAcceptanceLevel` on `HostImageConfigManager`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_host_image_acceptance_level(
         &self,
@@ -428,6 +446,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateHostProfile` on `HostProfile`.
     ///
     /// Declared faults: `DuplicateName`, `ProfileUpdateFailed`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_host_profile(
         &self,
@@ -442,6 +461,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateHostSpecification` on `HostSpecificationManager`.
     ///
     /// Declared faults: `HostSpecificationOperationFailed`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_host_specification(
         &self,
@@ -458,6 +478,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateHostSubSpecification` on `HostSpecificationManager`.
     ///
     /// Declared faults: `HostSpecificationOperationFailed`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_host_sub_specification(
         &self,
@@ -474,6 +495,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateHppMultipathLunPolicy` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_hpp_multipath_lun_policy(
         &self,
@@ -490,6 +512,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateInternetScsiAdvancedOptions` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_internet_scsi_advanced_options(
         &self,
@@ -508,6 +531,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateInternetScsiAlias` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_internet_scsi_alias(
         &self,
@@ -524,6 +548,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateInternetScsiAuthenticationProperties` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_internet_scsi_authentication_properties(
         &self,
@@ -542,6 +567,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateInternetScsiDigestProperties` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_internet_scsi_digest_properties(
         &self,
@@ -560,6 +586,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateInternetScsiDiscoveryProperties` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_internet_scsi_discovery_properties(
         &self,
@@ -576,6 +603,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateInternetScsiIPProperties` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_internet_scsi_ip_properties(
         &self,
@@ -592,6 +620,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateInternetScsiName` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_internet_scsi_name(
         &self,
@@ -608,6 +637,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateIpConfig` on `HostVMotionSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_ip_config(
         &self,
@@ -622,6 +652,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateIpPool` on `IpPoolManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_ip_pool(
         &self,
@@ -638,6 +669,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateIpRouteConfig` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_ip_route_config(
         &self,
@@ -652,6 +684,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateIpRouteTableConfig` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_ip_route_table_config(
         &self,
@@ -680,6 +713,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateKmipServer` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_kmip_server(
         &self,
@@ -694,6 +728,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateKmsSignedCsrClientCert` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_kms_signed_csr_client_cert(
         &self,
@@ -710,6 +745,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateLicense` on `LicenseManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_license(
         &self,
@@ -728,6 +764,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateLicenseLabel` on `LicenseManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_license_label(
         &self,
@@ -776,6 +813,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateLockdownExceptions` on `HostAccessManager`.
     ///
     /// Declared faults: `AuthMinimumAdminPermission`, `RuntimeFault`, `UserNotFound`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_lockdown_exceptions(
         &self,
@@ -790,6 +828,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateModuleOptionString` on `HostKernelModuleSystem`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_module_option_string(
         &self,
@@ -806,6 +845,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateNetworkConfig` on `HostNetworkSystem`.
     ///
     /// Declared faults: `AlreadyExists`, `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_network_config(
         &self,
@@ -852,6 +892,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdatePassthruConfig` on `HostPciPassthruSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_passthru_config(
         &self,
@@ -880,6 +921,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdatePhysicalNicLinkSpeed` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_physical_nic_link_speed(
         &self,
@@ -896,6 +938,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdatePortGroup` on `HostNetworkSystem`.
     ///
     /// Declared faults: `AlreadyExists`, `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_port_group(
         &self,
@@ -942,6 +985,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateReferenceHost` on `HostProfile`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_reference_host(
         &self,
@@ -956,6 +1000,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateRuleset` on `HostFirewallSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_ruleset(
         &self,
@@ -972,6 +1017,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateScsiLunDisplayName` on `HostStorageSystem`.
     ///
     /// Declared faults: `DuplicateName`, `HostConfigFault`, `InvalidName`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_scsi_lun_display_name(
         &self,
@@ -988,6 +1034,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateSelfSignedClientCert` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_self_signed_client_cert(
         &self,
@@ -1004,6 +1051,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateServiceConsoleVirtualNic` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_service_console_virtual_nic(
         &self,
@@ -1034,6 +1082,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateServicePolicy` on `HostServiceSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_service_policy(
         &self,
@@ -1050,6 +1099,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateSoftwareInternetScsiEnabled` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_software_internet_scsi_enabled(
         &self,
@@ -1092,6 +1142,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateSystemUsers` on `HostAccessManager`.
     ///
     /// Declared faults: `RuntimeFault`, `UserNotFound`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_system_users(
         &self,
@@ -1106,6 +1157,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateUser` on `HostLocalAccountManager`.
     ///
     /// Declared faults: `AlreadyExists`, `RuntimeFault`, `UserNotFound`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_user(
         &self,
@@ -1224,6 +1276,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateVirtualNic` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `InvalidState`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_virtual_nic(
         &self,
@@ -1240,6 +1293,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateVirtualSwitch` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_virtual_switch(
         &self,
@@ -1256,6 +1310,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateVmfsUnmapBandwidth` on `HostStorageSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_vmfs_unmap_bandwidth(
         &self,
@@ -1272,6 +1327,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateVmfsUnmapPriority` on `HostStorageSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_vmfs_unmap_priority(
         &self,
@@ -1288,6 +1344,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateVsan_Task` on `HostVsanSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_vsan_task(
         &self,

@@ -10,6 +10,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpgradeIoFilter_Task` on `IoFilterManager`.
     ///
     /// Declared faults: `InvalidState`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn upgrade_io_filter_task(
         &self,
@@ -64,6 +65,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpgradeVmLayout` on `HostStorageSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn upgrade_vm_layout(
         &self,
@@ -76,6 +78,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpgradeVmfs` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn upgrade_vmfs(
         &self,
@@ -90,6 +93,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpgradeVsanObjects` on `HostVsanInternalSystem`.
     ///
     /// Declared faults: `RuntimeFault`, `VsanFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn upgrade_vsan_objects(
         &self,
@@ -111,6 +115,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UploadClientCert` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn upload_client_cert(
         &self,
@@ -129,6 +134,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UploadKmipServerCert` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn upload_kmip_server_cert(
         &self,
@@ -331,6 +337,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ValidateHostProfileComposition_Task` on `HostProfileManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn validate_host_profile_composition_task(
         &self,
@@ -487,6 +494,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `configureVcha_Task` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn configure_vcha_task(
         &self,
@@ -503,6 +511,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `createPassiveNode_Task` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn create_passive_node_task(
         &self,
@@ -521,6 +530,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `createWitnessNode_Task` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn create_witness_node_task(
         &self,
@@ -539,6 +549,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `deployVcha_Task` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn deploy_vcha_task(
         &self,
@@ -555,6 +566,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `destroyVcha_Task` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn destroy_vcha_task(
         &self,
@@ -569,6 +581,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `fetchSoftwarePackages` on `HostImageConfigManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn fetch_software_packages(
         &self,
@@ -583,6 +596,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `getClusterMode` on `FailoverClusterManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn get_cluster_mode(
         &self,
@@ -595,6 +609,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `getVchaConfig` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn get_vcha_config(
         &self,
@@ -609,6 +624,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `initiateFailover_Task` on `FailoverClusterManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn initiate_failover_task(
         &self,
@@ -625,6 +641,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `installDate` on `HostImageConfigManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn install_date(
         &self,
@@ -637,6 +654,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `prepareVcha_Task` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn prepare_vcha_task(
         &self,
@@ -683,6 +701,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `setClusterMode_Task` on `FailoverClusterManager`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn set_cluster_mode_task(
         &self,
@@ -717,6 +736,7 @@ impl<'a> crate::Vim<'a> {
     /// Since vSphere API 8.0.3.0.
     ///
     /// Declared faults: `InvalidArgument`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn start_dpu_failover(
         &self,

@@ -2,16 +2,16 @@
 //! Managed objects: their properties as typed structs, and the property
 //! table that validates a property path (`runtime.powerState`).
 
-mod alarm_to_direct;
-pub use self::alarm_to_direct::*;
-mod distributed_to_host;
-pub use self::distributed_to_host::*;
-mod http_to_scheduled;
-pub use self::http_to_scheduled::*;
-mod search_to_virtual;
-pub use self::search_to_virtual::*;
-mod virtualization_to_vsan;
-pub use self::virtualization_to_vsan::*;
+mod alarm_to_datastore;
+pub use self::alarm_to_datastore::*;
+mod diagnostic_to_host;
+pub use self::diagnostic_to_host::*;
+mod http_to_property;
+pub use self::http_to_property::*;
+mod resource_to_view;
+pub use self::resource_to_view::*;
+mod virtual_to_vsan;
+pub use self::virtual_to_vsan::*;
 
 use crate::xml as x;
 

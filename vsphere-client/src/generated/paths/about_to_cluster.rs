@@ -89,9 +89,11 @@ impl<M> AboutInfo<M> {
         self.0.join("licenseProductVersion")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`ActiveDirectoryProfile`](super::super::types::ActiveDirectoryProfile) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `ActiveDirectoryProfile`.
 #[derive(Debug, Clone)]
 pub struct ActiveDirectoryProfile<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> ActiveDirectoryProfile<M> {
     /// The path to this `ActiveDirectoryProfile` itself.
     #[inline]
@@ -154,10 +156,12 @@ impl<M> ActiveDirectoryProfile<M> {
         self.0.join("hidden")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::Alarm`](super::super::mo::Alarm), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Alarm;
+#[cfg(feature = "admin")]
 impl Alarm {
     /// `availableField`: `CustomFieldDef[]`.
     #[inline]
@@ -175,9 +179,11 @@ impl Alarm {
         AlarmInfo(P::new("info"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`AlarmDescription`](super::super::types::AlarmDescription) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `AlarmDescription`.
 #[derive(Debug, Clone)]
 pub struct AlarmDescription<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> AlarmDescription<M> {
     /// The path to this `AlarmDescription` itself.
     #[inline]
@@ -235,9 +241,11 @@ impl<M> AlarmDescription<M> {
         self.0.join("action")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`AlarmInfo`](super::super::types::AlarmInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `AlarmInfo`.
 #[derive(Debug, Clone)]
 pub struct AlarmInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> AlarmInfo<M> {
     /// The path to this `AlarmInfo` itself.
     #[inline]
@@ -315,10 +323,12 @@ impl<M> AlarmInfo<M> {
         self.0.join("creationEventId")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::AlarmManager`](super::super::mo::AlarmManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AlarmManager;
+#[cfg(feature = "admin")]
 impl AlarmManager {
     /// `defaultExpression`: `AlarmExpression[]`.
     #[inline]
@@ -331,9 +341,11 @@ impl AlarmManager {
         AlarmDescription(P::new("description"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`AlarmSetting`](super::super::types::AlarmSetting) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `AlarmSetting`.
 #[derive(Debug, Clone)]
 pub struct AlarmSetting<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> AlarmSetting<M> {
     /// The path to this `AlarmSetting` itself.
     #[inline]
@@ -481,9 +493,11 @@ impl<M> ApplyHostProfileConfigurationSpec<M> {
         LocalizedMethodFault(self.0.join("faultData"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`AuthenticationProfile`](super::super::types::AuthenticationProfile) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `AuthenticationProfile`.
 #[derive(Debug, Clone)]
 pub struct AuthenticationProfile<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> AuthenticationProfile<M> {
     /// The path to this `AuthenticationProfile` itself.
     #[inline]
@@ -551,9 +565,11 @@ impl<M> AuthenticationProfile<M> {
         ActiveDirectoryProfile(self.0.join("activeDirectory"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`AuthorizationDescription`](super::super::types::AuthorizationDescription) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `AuthorizationDescription`.
 #[derive(Debug, Clone)]
 pub struct AuthorizationDescription<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> AuthorizationDescription<M> {
     /// The path to this `AuthorizationDescription` itself.
     #[inline]
@@ -571,10 +587,12 @@ impl<M> AuthorizationDescription<M> {
         self.0.join("privilegeGroup")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::AuthorizationManager`](super::super::mo::AuthorizationManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AuthorizationManager;
+#[cfg(feature = "admin")]
 impl AuthorizationManager {
     /// `description`: `AuthorizationDescription`.
     #[inline]
@@ -736,10 +754,12 @@ impl<M> Capability<M> {
         self.0.join("configMgmtSupported")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::CertificateManager`](super::super::mo::CertificateManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CertificateManager;
+#[cfg(feature = "admin")]
 impl CertificateManager {}
 /// Paths into a [`ChoiceOption`](super::super::types::ChoiceOption) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `ChoiceOption`.
 #[derive(Debug, Clone)]
@@ -1352,10 +1372,12 @@ impl<M> ClusterDrsConfigInfo<M> {
         self.0.join("option")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::ClusterEVCManager`](super::super::mo::ClusterEVCManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClusterEVCManager;
+#[cfg(feature = "admin")]
 impl ClusterEVCManager {
     /// `availableField`: `CustomFieldDef[]`.
     #[inline]
@@ -1380,9 +1402,11 @@ impl ClusterEVCManager {
         P::new("managedCluster")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`ClusterEVCManagerEVCState`](super::super::types::ClusterEVCManagerEVCState) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `ClusterEVCManagerEVCState`.
 #[derive(Debug, Clone)]
 pub struct ClusterEVCManagerEVCState<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> ClusterEVCManagerEVCState<M> {
     /// The path to this `ClusterEVCManagerEVCState` itself.
     #[inline]
@@ -1420,10 +1444,12 @@ impl<M> ClusterEVCManagerEVCState<M> {
         self.0.join("featureRequirement")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::ClusterProfile`](super::super::mo::ClusterProfile), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClusterProfile;
+#[cfg(feature = "admin")]
 impl ClusterProfile {
     /// `complianceStatus`: `string`.
     #[inline]
@@ -1461,10 +1487,12 @@ impl ClusterProfile {
         P::new("name")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::ClusterProfileManager`](super::super::mo::ClusterProfileManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClusterProfileManager;
+#[cfg(feature = "admin")]
 impl ClusterProfileManager {
     /// `profile`: `ManagedObjectReference[]`.
     #[inline]

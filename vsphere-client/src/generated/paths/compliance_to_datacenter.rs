@@ -332,10 +332,12 @@ impl<M> CryptoKeyId<M> {
         KeyProviderId(self.0.join("providerId"))
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::CryptoManager`](super::super::mo::CryptoManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CryptoManager;
+#[cfg(feature = "admin")]
 impl CryptoManager {
     /// `enabled`: `boolean`.
     #[inline]
@@ -343,10 +345,12 @@ impl CryptoManager {
         P::new("enabled")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::CryptoManagerHost`](super::super::mo::CryptoManagerHost), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CryptoManagerHost;
+#[cfg(feature = "admin")]
 impl CryptoManagerHost {
     /// `enabled`: `boolean`.
     #[inline]
@@ -354,10 +358,12 @@ impl CryptoManagerHost {
         P::new("enabled")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::CryptoManagerHostKMS`](super::super::mo::CryptoManagerHostKMS), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CryptoManagerHostKMS;
+#[cfg(feature = "admin")]
 impl CryptoManagerHostKMS {
     /// `enabled`: `boolean`.
     #[inline]
@@ -365,10 +371,12 @@ impl CryptoManagerHostKMS {
         P::new("enabled")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::CryptoManagerKmip`](super::super::mo::CryptoManagerKmip), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CryptoManagerKmip;
+#[cfg(feature = "admin")]
 impl CryptoManagerKmip {
     /// `enabled`: `boolean`.
     #[inline]

@@ -356,9 +356,11 @@ impl<M> DatastoreSummary<M> {
         self.0.join("maintenanceMode")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`DateTimeProfile`](super::super::types::DateTimeProfile) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `DateTimeProfile`.
 #[derive(Debug, Clone)]
 pub struct DateTimeProfile<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> DateTimeProfile<M> {
     /// The path to this `DateTimeProfile` itself.
     #[inline]
@@ -421,10 +423,12 @@ impl<M> DateTimeProfile<M> {
         self.0.join("hidden")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::DiagnosticManager`](super::super::mo::DiagnosticManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DiagnosticManager;
+#[cfg(feature = "admin")]
 impl DiagnosticManager {}
 /// Property paths of [`mo::DirectPathProfileManager`](super::super::mo::DirectPathProfileManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
@@ -990,10 +994,12 @@ impl ExtensibleManagedObject {
         P::new("value")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::ExtensionManager`](super::super::mo::ExtensionManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ExtensionManager;
+#[cfg(feature = "admin")]
 impl ExtensionManager {
     /// `extensionList`: `Extension[]`.
     #[inline]
@@ -1001,10 +1007,12 @@ impl ExtensionManager {
         P::new("extensionList")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::FailoverClusterConfigurator`](super::super::mo::FailoverClusterConfigurator), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FailoverClusterConfigurator;
+#[cfg(feature = "admin")]
 impl FailoverClusterConfigurator {
     /// `disabledConfigureMethod`: `string[]`.
     #[inline]
@@ -1014,10 +1022,12 @@ impl FailoverClusterConfigurator {
         P::new("disabledConfigureMethod")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::FailoverClusterManager`](super::super::mo::FailoverClusterManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FailoverClusterManager;
+#[cfg(feature = "admin")]
 impl FailoverClusterManager {
     /// `disabledClusterMethod`: `string[]`.
     #[inline]
@@ -1060,9 +1070,11 @@ impl<M> FaultToleranceConfigInfo<M> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FileManager;
 impl FileManager {}
+#[cfg(feature = "admin")]
 /// Paths into a [`FirewallProfile`](super::super::types::FirewallProfile) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `FirewallProfile`.
 #[derive(Debug, Clone)]
 pub struct FirewallProfile<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> FirewallProfile<M> {
     /// The path to this `FirewallProfile` itself.
     #[inline]

@@ -281,10 +281,12 @@ impl<M> HealthSystemRuntime<M> {
         HostHardwareStatusInfo(self.0.join("hardwareStatusInfo"))
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HealthUpdateManager`](super::super::mo::HealthUpdateManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HealthUpdateManager;
+#[cfg(feature = "admin")]
 impl HealthUpdateManager {}
 /// Property paths of [`mo::HistoryCollector`](super::super::mo::HistoryCollector), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
@@ -297,10 +299,12 @@ impl HistoryCollector {
         P::new("filter")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostAccessManager`](super::super::mo::HostAccessManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostAccessManager;
+#[cfg(feature = "admin")]
 impl HostAccessManager {
     /// `lockdownMode`: `HostLockdownMode`.
     #[inline]
@@ -308,10 +312,12 @@ impl HostAccessManager {
         P::new("lockdownMode")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostActiveDirectoryAuthentication`](super::super::mo::HostActiveDirectoryAuthentication), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostActiveDirectoryAuthentication;
+#[cfg(feature = "admin")]
 impl HostActiveDirectoryAuthentication {
     /// `info`: `HostAuthenticationStoreInfo`.
     #[inline]
@@ -323,9 +329,11 @@ impl HostActiveDirectoryAuthentication {
         HostAuthenticationStoreInfo(P::new("info"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostApplyProfile`](super::super::types::HostApplyProfile) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostApplyProfile`.
 #[derive(Debug, Clone)]
 pub struct HostApplyProfile<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostApplyProfile<M> {
     /// The path to this `HostApplyProfile` itself.
     #[inline]
@@ -458,10 +466,12 @@ impl<M> HostAssignableHardwareConfig<M> {
         self.0.join("attributeOverride")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostAssignableHardwareManager`](super::super::mo::HostAssignableHardwareManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostAssignableHardwareManager;
+#[cfg(feature = "admin")]
 impl HostAssignableHardwareManager {
     /// `binding`: `HostAssignableHardwareBinding[]`.
     #[inline]
@@ -476,10 +486,12 @@ impl HostAssignableHardwareManager {
         HostAssignableHardwareConfig(P::new("config"))
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostAuthenticationManager`](super::super::mo::HostAuthenticationManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostAuthenticationManager;
+#[cfg(feature = "admin")]
 impl HostAuthenticationManager {
     /// `info`: `HostAuthenticationManagerInfo`.
     #[inline]
@@ -509,10 +521,12 @@ impl<M> HostAuthenticationManagerInfo<M> {
         self.0.join("authConfig")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostAuthenticationStore`](super::super::mo::HostAuthenticationStore), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostAuthenticationStore;
+#[cfg(feature = "admin")]
 impl HostAuthenticationStore {
     /// `info`: `HostAuthenticationStoreInfo`.
     #[inline]
@@ -522,9 +536,11 @@ impl HostAuthenticationStore {
         HostAuthenticationStoreInfo(P::new("info"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostAuthenticationStoreInfo`](super::super::types::HostAuthenticationStoreInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostAuthenticationStoreInfo`.
 #[derive(Debug, Clone)]
 pub struct HostAuthenticationStoreInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostAuthenticationStoreInfo<M> {
     /// The path to this `HostAuthenticationStoreInfo` itself.
     #[inline]
@@ -537,10 +553,12 @@ impl<M> HostAuthenticationStoreInfo<M> {
         self.0.join("enabled")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostAutoStartManager`](super::super::mo::HostAutoStartManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostAutoStartManager;
+#[cfg(feature = "admin")]
 impl HostAutoStartManager {
     /// `config`: `HostAutoStartManagerConfig`.
     #[inline]
@@ -622,15 +640,19 @@ impl<M> HostBIOSInfo<M> {
         self.0.join("firmwareType")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostBootDeviceSystem`](super::super::mo::HostBootDeviceSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostBootDeviceSystem;
+#[cfg(feature = "admin")]
 impl HostBootDeviceSystem {}
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostCacheConfigurationManager`](super::super::mo::HostCacheConfigurationManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostCacheConfigurationManager;
+#[cfg(feature = "admin")]
 impl HostCacheConfigurationManager {
     /// `cacheConfigurationInfo`: `HostCacheConfigurationInfo[]`.
     #[inline]
@@ -1544,10 +1566,12 @@ impl<M> HostCapability<M> {
         self.0.join("nestedHvTieringEnabled")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostCertificateManager`](super::super::mo::HostCertificateManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostCertificateManager;
+#[cfg(feature = "admin")]
 impl HostCertificateManager {
     /// `certificateInfo`: `HostCertificateManagerCertificateInfo`.
     #[inline]
@@ -1559,9 +1583,11 @@ impl HostCertificateManager {
         HostCertificateManagerCertificateInfo(P::new("certificateInfo"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostCertificateManagerCertificateInfo`](super::super::types::HostCertificateManagerCertificateInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostCertificateManagerCertificateInfo`.
 #[derive(Debug, Clone)]
 pub struct HostCertificateManagerCertificateInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostCertificateManagerCertificateInfo<M> {
     /// The path to this `HostCertificateManagerCertificateInfo` itself.
     #[inline]
@@ -2349,10 +2375,12 @@ impl<M> HostCpuSchedulerInfo<M> {
         self.0.join("policy")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostCpuSchedulerSystem`](super::super::mo::HostCpuSchedulerSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostCpuSchedulerSystem;
+#[cfg(feature = "admin")]
 impl HostCpuSchedulerSystem {
     /// `availableField`: `CustomFieldDef[]`.
     #[inline]
@@ -2580,10 +2608,12 @@ impl<M> HostDateTimeInfo<M> {
         self.0.join("ptpDuration")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostDateTimeSystem`](super::super::mo::HostDateTimeSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostDateTimeSystem;
+#[cfg(feature = "admin")]
 impl HostDateTimeSystem {
     /// `dateTimeInfo`: `HostDateTimeInfo`.
     #[inline]
@@ -2668,10 +2698,12 @@ impl<M> HostDiagnosticPartition<M> {
         HostScsiDiskPartition(self.0.join("id"))
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostDiagnosticSystem`](super::super::mo::HostDiagnosticSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostDiagnosticSystem;
+#[cfg(feature = "admin")]
 impl HostDiagnosticSystem {
     /// `activePartition`: `HostDiagnosticPartition`.
     #[inline]
@@ -2681,10 +2713,12 @@ impl HostDiagnosticSystem {
         HostDiagnosticPartition(P::new("activePartition"))
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostDirectoryStore`](super::super::mo::HostDirectoryStore), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostDirectoryStore;
+#[cfg(feature = "admin")]
 impl HostDirectoryStore {
     /// `info`: `HostAuthenticationStoreInfo`.
     #[inline]
@@ -2739,10 +2773,12 @@ impl<M> HostDnsConfig<M> {
         self.0.join("searchDomain")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostEsxAgentHostManager`](super::super::mo::HostEsxAgentHostManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostEsxAgentHostManager;
+#[cfg(feature = "admin")]
 impl HostEsxAgentHostManager {
     /// `configInfo`: `HostEsxAgentHostManagerConfigInfo`.
     #[inline]
@@ -2752,9 +2788,11 @@ impl HostEsxAgentHostManager {
         HostEsxAgentHostManagerConfigInfo(P::new("configInfo"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostEsxAgentHostManagerConfigInfo`](super::super::types::HostEsxAgentHostManagerConfigInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostEsxAgentHostManagerConfigInfo`.
 #[derive(Debug, Clone)]
 pub struct HostEsxAgentHostManagerConfigInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostEsxAgentHostManagerConfigInfo<M> {
     /// The path to this `HostEsxAgentHostManagerConfigInfo` itself.
     #[inline]
@@ -2872,10 +2910,12 @@ impl<M> HostFirewallInfo<M> {
         self.0.join("ruleset")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostFirewallSystem`](super::super::mo::HostFirewallSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostFirewallSystem;
+#[cfg(feature = "admin")]
 impl HostFirewallSystem {
     /// `availableField`: `CustomFieldDef[]`.
     #[inline]
@@ -2895,10 +2935,12 @@ impl HostFirewallSystem {
         HostFirewallInfo(P::new("firewallInfo"))
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostFirmwareSystem`](super::super::mo::HostFirmwareSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostFirmwareSystem;
+#[cfg(feature = "admin")]
 impl HostFirmwareSystem {}
 /// Paths into a [`HostFlagInfo`](super::super::types::HostFlagInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostFlagInfo`.
 #[derive(Debug, Clone)]
@@ -2940,10 +2982,12 @@ impl<M> HostGraphicsConfig<M> {
         self.0.join("deviceType")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostGraphicsManager`](super::super::mo::HostGraphicsManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostGraphicsManager;
+#[cfg(feature = "admin")]
 impl HostGraphicsManager {
     /// `availableField`: `CustomFieldDef[]`.
     #[inline]
@@ -3191,10 +3235,12 @@ impl<M> HostHardwareSummary<M> {
         self.0.join("numHBAs")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostHealthStatusSystem`](super::super::mo::HostHealthStatusSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostHealthStatusSystem;
+#[cfg(feature = "admin")]
 impl HostHealthStatusSystem {
     /// `runtime`: `HealthSystemRuntime`.
     #[inline]
@@ -3229,10 +3275,12 @@ impl<M> HostHyperThreadScheduleInfo<M> {
         self.0.join("config")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostImageConfigManager`](super::super::mo::HostImageConfigManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostImageConfigManager;
+#[cfg(feature = "admin")]
 impl HostImageConfigManager {}
 /// Paths into a [`HostIpConfig`](super::super::types::HostIpConfig) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostIpConfig`.
 #[derive(Debug, Clone)]
@@ -3389,10 +3437,12 @@ impl<M> HostIpmiInfo<M> {
         self.0.join("password")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostKernelModuleSystem`](super::super::mo::HostKernelModuleSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostKernelModuleSystem;
+#[cfg(feature = "admin")]
 impl HostKernelModuleSystem {}
 /// Paths into a [`HostLicensableResourceInfo`](super::super::types::HostLicensableResourceInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostLicensableResourceInfo`.
 #[derive(Debug, Clone)]
@@ -3536,25 +3586,5 @@ impl<M> HostListSummary<M> {
     #[inline]
     pub fn trust_authority_attestation_infos(self) -> P<M> {
         self.0.join("trustAuthorityAttestationInfos")
-    }
-}
-/// Paths into a [`HostListSummaryGatewaySummary`](super::super::types::HostListSummaryGatewaySummary) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostListSummaryGatewaySummary`.
-#[derive(Debug, Clone)]
-pub struct HostListSummaryGatewaySummary<M>(pub(crate) P<M>);
-impl<M> HostListSummaryGatewaySummary<M> {
-    /// The path to this `HostListSummaryGatewaySummary` itself.
-    #[inline]
-    pub fn into_path(self) -> P<M> {
-        self.0
-    }
-    /// `gatewayType`: `string`.
-    #[inline]
-    pub fn gateway_type(self) -> P<M> {
-        self.0.join("gatewayType")
-    }
-    /// `gatewayId`: `string`.
-    #[inline]
-    pub fn gateway_id(self) -> P<M> {
-        self.0.join("gatewayId")
     }
 }

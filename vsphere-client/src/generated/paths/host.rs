@@ -4,6 +4,26 @@
 use super::*;
 use crate::property::PropertyPath as P;
 
+/// Paths into a [`HostListSummaryGatewaySummary`](super::super::types::HostListSummaryGatewaySummary) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostListSummaryGatewaySummary`.
+#[derive(Debug, Clone)]
+pub struct HostListSummaryGatewaySummary<M>(pub(crate) P<M>);
+impl<M> HostListSummaryGatewaySummary<M> {
+    /// The path to this `HostListSummaryGatewaySummary` itself.
+    #[inline]
+    pub fn into_path(self) -> P<M> {
+        self.0
+    }
+    /// `gatewayType`: `string`.
+    #[inline]
+    pub fn gateway_type(self) -> P<M> {
+        self.0.join("gatewayType")
+    }
+    /// `gatewayId`: `string`.
+    #[inline]
+    pub fn gateway_id(self) -> P<M> {
+        self.0.join("gatewayId")
+    }
+}
 /// Paths into a [`HostListSummaryQuickStats`](super::super::types::HostListSummaryQuickStats) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostListSummaryQuickStats`.
 #[derive(Debug, Clone)]
 pub struct HostListSummaryQuickStats<M>(pub(crate) P<M>);
@@ -44,15 +64,19 @@ impl<M> HostListSummaryQuickStats<M> {
         self.0.join("uptime")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostLocalAccountManager`](super::super::mo::HostLocalAccountManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostLocalAccountManager;
+#[cfg(feature = "admin")]
 impl HostLocalAccountManager {}
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostLocalAuthentication`](super::super::mo::HostLocalAuthentication), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostLocalAuthentication;
+#[cfg(feature = "admin")]
 impl HostLocalAuthentication {
     /// `info`: `HostAuthenticationStoreInfo`.
     #[inline]
@@ -62,9 +86,11 @@ impl HostLocalAuthentication {
         HostAuthenticationStoreInfo(P::new("info"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostMemoryProfile`](super::super::types::HostMemoryProfile) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostMemoryProfile`.
 #[derive(Debug, Clone)]
 pub struct HostMemoryProfile<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostMemoryProfile<M> {
     /// The path to this `HostMemoryProfile` itself.
     #[inline]
@@ -142,10 +168,12 @@ impl<M> HostMemorySpec<M> {
         self.0.join("serviceConsoleReservation")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostMemorySystem`](super::super::mo::HostMemorySystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostMemorySystem;
+#[cfg(feature = "admin")]
 impl HostMemorySystem {
     /// `availableField`: `CustomFieldDef[]`.
     #[inline]
@@ -522,10 +550,12 @@ impl<M> HostNetworkResourceRuntime<M> {
         self.0.join("pnicResourceInfo")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostNetworkSystem`](super::super::mo::HostNetworkSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostNetworkSystem;
+#[cfg(feature = "admin")]
 impl HostNetworkSystem {
     /// `availableField`: `CustomFieldDef[]`.
     #[inline]
@@ -628,10 +658,12 @@ impl<M> HostNumaInfo<M> {
         self.0.join("numaNode")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostNvdimmSystem`](super::super::mo::HostNvdimmSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostNvdimmSystem;
+#[cfg(feature = "admin")]
 impl HostNvdimmSystem {
     /// `nvdimmSystemInfo`: `NvdimmSystemInfo`.
     #[inline]
@@ -656,15 +688,19 @@ impl<M> HostNvmeTopology<M> {
         self.0.join("adapter")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostPatchManager`](super::super::mo::HostPatchManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostPatchManager;
+#[cfg(feature = "admin")]
 impl HostPatchManager {}
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostPciPassthruSystem`](super::super::mo::HostPciPassthruSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostPciPassthruSystem;
+#[cfg(feature = "admin")]
 impl HostPciPassthruSystem {
     /// `availableField`: `CustomFieldDef[]`.
     #[inline]
@@ -772,10 +808,12 @@ impl<M> HostPowerPolicy<M> {
         self.0.join("description")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostPowerSystem`](super::super::mo::HostPowerSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostPowerSystem;
+#[cfg(feature = "admin")]
 impl HostPowerSystem {
     /// `capability`: `PowerSystemCapability`.
     #[inline]
@@ -788,10 +826,12 @@ impl HostPowerSystem {
         PowerSystemInfo(P::new("info"))
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostProfile`](super::super::mo::HostProfile), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostProfile;
+#[cfg(feature = "admin")]
 impl HostProfile {
     /// `complianceStatus`: `string`.
     #[inline]
@@ -858,10 +898,12 @@ impl HostProfile {
         P::new("validationStateUpdateTime")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostProfileManager`](super::super::mo::HostProfileManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostProfileManager;
+#[cfg(feature = "admin")]
 impl HostProfileManager {
     /// `profile`: `ManagedObjectReference[]`.
     #[inline]
@@ -869,9 +911,11 @@ impl HostProfileManager {
         P::new("profile")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostProfileValidationFailureInfo`](super::super::types::HostProfileValidationFailureInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostProfileValidationFailureInfo`.
 #[derive(Debug, Clone)]
 pub struct HostProfileValidationFailureInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostProfileValidationFailureInfo<M> {
     /// The path to this `HostProfileValidationFailureInfo` itself.
     #[inline]
@@ -1202,10 +1246,12 @@ impl<M> HostServiceInfo<M> {
         self.0.join("service")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostServiceSystem`](super::super::mo::HostServiceSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostServiceSystem;
+#[cfg(feature = "admin")]
 impl HostServiceSystem {
     /// `availableField`: `CustomFieldDef[]`.
     #[inline]
@@ -1346,9 +1392,11 @@ impl<M> HostSgxRegistrationInfo<M> {
         self.0.join("lastRegisteredTime")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostSnmpConfigSpec`](super::super::types::HostSnmpConfigSpec) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostSnmpConfigSpec`.
 #[derive(Debug, Clone)]
 pub struct HostSnmpConfigSpec<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostSnmpConfigSpec<M> {
     /// The path to this `HostSnmpConfigSpec` itself.
     #[inline]
@@ -1381,10 +1429,12 @@ impl<M> HostSnmpConfigSpec<M> {
         self.0.join("option")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostSnmpSystem`](super::super::mo::HostSnmpSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostSnmpSystem;
+#[cfg(feature = "admin")]
 impl HostSnmpSystem {
     /// `configuration`: `HostSnmpConfigSpec`.
     #[inline]
@@ -1397,9 +1447,11 @@ impl HostSnmpSystem {
         HostSnmpSystemAgentLimits(P::new("limits"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostSnmpSystemAgentLimits`](super::super::types::HostSnmpSystemAgentLimits) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostSnmpSystemAgentLimits`.
 #[derive(Debug, Clone)]
 pub struct HostSnmpSystemAgentLimits<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostSnmpSystemAgentLimits<M> {
     /// The path to this `HostSnmpSystemAgentLimits` itself.
     #[inline]
@@ -1432,10 +1484,12 @@ impl<M> HostSnmpSystemAgentLimits<M> {
         self.0.join("capability")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostSpecificationManager`](super::super::mo::HostSpecificationManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostSpecificationManager;
+#[cfg(feature = "admin")]
 impl HostSpecificationManager {}
 /// Paths into a [`HostSslThumbprintInfo`](super::super::types::HostSslThumbprintInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostSslThumbprintInfo`.
 #[derive(Debug, Clone)]
@@ -1507,10 +1561,12 @@ impl<M> HostStorageDeviceInfo<M> {
         self.0.join("softwareInternetScsiEnabled")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostStorageSystem`](super::super::mo::HostStorageSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostStorageSystem;
+#[cfg(feature = "admin")]
 impl HostStorageSystem {
     /// `availableField`: `CustomFieldDef[]`.
     #[inline]
@@ -1960,10 +2016,12 @@ impl<M> HostTpmAttestationInfo<M> {
         LocalizableMessage(self.0.join("message"))
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostVFlashManager`](super::super::mo::HostVFlashManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostVFlashManager;
+#[cfg(feature = "admin")]
 impl HostVFlashManager {
     /// `vFlashConfigInfo`: `HostVFlashManagerVFlashConfigInfo`.
     #[inline]
@@ -2117,10 +2175,12 @@ impl<M> HostVMotionNetConfig<M> {
         self.0.join("selectedVnic")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostVMotionSystem`](super::super::mo::HostVMotionSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostVMotionSystem;
+#[cfg(feature = "admin")]
 impl HostVMotionSystem {
     /// `availableField`: `CustomFieldDef[]`.
     #[inline]
@@ -2145,10 +2205,12 @@ impl HostVMotionSystem {
         HostVMotionNetConfig(P::new("netConfig"))
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostVStorageObjectManager`](super::super::mo::HostVStorageObjectManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostVStorageObjectManager;
+#[cfg(feature = "admin")]
 impl HostVStorageObjectManager {}
 /// Paths into a [`HostVffsVolume`](super::super::types::HostVffsVolume) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostVffsVolume`.
 #[derive(Debug, Clone)]
@@ -2195,10 +2257,12 @@ impl<M> HostVffsVolume<M> {
         self.0.join("extent")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostVirtualNicManager`](super::super::mo::HostVirtualNicManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostVirtualNicManager;
+#[cfg(feature = "admin")]
 impl HostVirtualNicManager {
     /// `availableField`: `CustomFieldDef[]`.
     #[inline]
@@ -2233,15 +2297,19 @@ impl<M> HostVirtualNicManagerInfo<M> {
         self.0.join("netConfig")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostVsanInternalSystem`](super::super::mo::HostVsanInternalSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostVsanInternalSystem;
+#[cfg(feature = "admin")]
 impl HostVsanInternalSystem {}
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::HostVsanSystem`](super::super::mo::HostVsanSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostVsanSystem;
+#[cfg(feature = "admin")]
 impl HostVsanSystem {
     /// `config`: `VsanHostConfigInfo`.
     #[inline]

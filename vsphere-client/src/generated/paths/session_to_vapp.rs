@@ -60,10 +60,12 @@ impl<M> SharesInfo<M> {
         self.0.join("level")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::SimpleCommand`](super::super::mo::SimpleCommand), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SimpleCommand;
+#[cfg(feature = "admin")]
 impl SimpleCommand {
     /// `encodingType`: `SimpleCommandEncoding`.
     #[inline]
@@ -76,10 +78,12 @@ impl SimpleCommand {
         ServiceManagerServiceInfo(P::new("entity"))
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::SiteInfoManager`](super::super::mo::SiteInfoManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SiteInfoManager;
+#[cfg(feature = "admin")]
 impl SiteInfoManager {}
 /// Paths into a [`StorageDrsAutomationConfig`](super::super::types::StorageDrsAutomationConfig) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `StorageDrsAutomationConfig`.
 #[derive(Debug, Clone)]
@@ -458,9 +462,11 @@ impl<M> StoragePodSummary<M> {
         self.0.join("freeSpace")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`StorageProfile`](super::super::types::StorageProfile) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `StorageProfile`.
 #[derive(Debug, Clone)]
 pub struct StorageProfile<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> StorageProfile<M> {
     /// The path to this `StorageProfile` itself.
     #[inline]
@@ -773,9 +779,11 @@ impl TaskManager {
         P::new("recentTask")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`TaskScheduler`](super::super::types::TaskScheduler) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `TaskScheduler`.
 #[derive(Debug, Clone)]
 pub struct TaskScheduler<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> TaskScheduler<M> {
     /// The path to this `TaskScheduler` itself.
     #[inline]
@@ -793,10 +801,12 @@ impl<M> TaskScheduler<M> {
         self.0.join("expireTime")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::TenantTenantManager`](super::super::mo::TenantTenantManager), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TenantTenantManager;
+#[cfg(feature = "admin")]
 impl TenantTenantManager {}
 /// Paths into a [`TgwEventArgument`](super::super::types::TgwEventArgument) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `TgwEventArgument`.
 #[derive(Debug, Clone)]
@@ -1032,10 +1042,12 @@ impl<M> TransitGatewayConfigInfo<M> {
         self.0.join("name")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::UserDirectory`](super::super::mo::UserDirectory), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct UserDirectory;
+#[cfg(feature = "admin")]
 impl UserDirectory {
     /// `domainList`: `string[]`.
     #[inline]

@@ -375,8 +375,10 @@ impl<M> VsanHostRuntimeInfo<M> {
         self.0.join("accessGenNo")
     }
 }
+#[cfg(feature = "admin")]
 /// Property paths of [`mo::VsanUpgradeSystem`](super::super::mo::VsanUpgradeSystem), checked by the compiler:
 /// pass them to [`Client::properties`](crate::Client::properties).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VsanUpgradeSystem;
+#[cfg(feature = "admin")]
 impl VsanUpgradeSystem {}

@@ -402,7 +402,7 @@ pub enum Object {
     #[cfg(feature = "all-events")] AdminPasswordNotChangedEvent(Box<AdminPasswordNotChangedEvent>),
     #[cfg(feature = "all-faults")] AffinityConfigured(Box<AffinityConfigured>),
     AffinityType(Box<AffinityType>),
-    AfterStartupTaskScheduler(Box<AfterStartupTaskScheduler>),
+    #[cfg(feature = "admin")] AfterStartupTaskScheduler(Box<AfterStartupTaskScheduler>),
     #[cfg(feature = "all-faults")] AgentInstallFailed(Box<AgentInstallFailed>),
     AgentInstallFailedReason(Box<AgentInstallFailedReason>),
     #[cfg(feature = "all-events")] AlarmAcknowledgedEvent(Box<AlarmAcknowledgedEvent>),
@@ -410,24 +410,24 @@ pub enum Object {
     #[cfg(feature = "all-events")] AlarmActionTriggeredEvent(Box<AlarmActionTriggeredEvent>),
     #[cfg(feature = "all-events")] AlarmClearedEvent(Box<AlarmClearedEvent>),
     #[cfg(feature = "all-events")] AlarmCreatedEvent(Box<AlarmCreatedEvent>),
-    AlarmDescription(Box<AlarmDescription>),
+    #[cfg(feature = "admin")] AlarmDescription(Box<AlarmDescription>),
     #[cfg(feature = "all-events")] AlarmEmailCompletedEvent(Box<AlarmEmailCompletedEvent>),
     #[cfg(feature = "all-events")] AlarmEmailFailedEvent(Box<AlarmEmailFailedEvent>),
     #[cfg(feature = "all-events")] AlarmEvent(Box<AlarmEvent>),
     #[cfg(feature = "all-events")] AlarmEventArgument(Box<AlarmEventArgument>),
     AlarmExpression(Box<AlarmExpression>),
-    AlarmFilterSpec(Box<AlarmFilterSpec>),
+    #[cfg(feature = "admin")] AlarmFilterSpec(Box<AlarmFilterSpec>),
     AlarmFilterSpecAlarmTypeByEntity(Box<AlarmFilterSpecAlarmTypeByEntity>),
     AlarmFilterSpecAlarmTypeByTrigger(Box<AlarmFilterSpecAlarmTypeByTrigger>),
-    AlarmInfo(Box<AlarmInfo>),
+    #[cfg(feature = "admin")] AlarmInfo(Box<AlarmInfo>),
     #[cfg(feature = "all-events")] AlarmReconfiguredEvent(Box<AlarmReconfiguredEvent>),
     #[cfg(feature = "all-events")] AlarmRemovedEvent(Box<AlarmRemovedEvent>),
     #[cfg(feature = "all-events")] AlarmScriptCompleteEvent(Box<AlarmScriptCompleteEvent>),
     #[cfg(feature = "all-events")] AlarmScriptFailedEvent(Box<AlarmScriptFailedEvent>),
-    AlarmSetting(Box<AlarmSetting>),
+    #[cfg(feature = "admin")] AlarmSetting(Box<AlarmSetting>),
     #[cfg(feature = "all-events")] AlarmSnmpCompletedEvent(Box<AlarmSnmpCompletedEvent>),
     #[cfg(feature = "all-events")] AlarmSnmpFailedEvent(Box<AlarmSnmpFailedEvent>),
-    AlarmSpec(Box<AlarmSpec>),
+    #[cfg(feature = "admin")] AlarmSpec(Box<AlarmSpec>),
     AlarmState(Box<AlarmState>),
     #[cfg(feature = "all-events")] AlarmStatusChangedEvent(Box<AlarmStatusChangedEvent>),
     AlarmTriggeringAction(Box<AlarmTriggeringAction>),
@@ -439,7 +439,7 @@ pub enum Object {
     AlreadyExists(Box<AlreadyExists>),
     #[cfg(feature = "all-faults")] AlreadyUpgraded(Box<AlreadyUpgraded>),
     AndAlarmExpression(Box<AndAlarmExpression>),
-    AnswerFile(Box<AnswerFile>),
+    #[cfg(feature = "admin")] AnswerFile(Box<AnswerFile>),
     AnswerFileCreateSpec(Box<AnswerFileCreateSpec>),
     AnswerFileOptionsCreateSpec(Box<AnswerFileOptionsCreateSpec>),
     AnswerFileSerializedCreateSpec(Box<AnswerFileSerializedCreateSpec>),
@@ -478,7 +478,7 @@ fn decode(
         #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AdminPasswordNotChangedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AffinityConfigured(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AffinityType(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AfterStartupTaskScheduler(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AfterStartupTaskScheduler(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AgentInstallFailed(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AgentInstallFailedReason(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmAcknowledgedEvent(v), Err(e) => return Some(Err(e)) },
@@ -486,24 +486,24 @@ fn decode(
         #[cfg(feature = "all-events")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmActionTriggeredEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmClearedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmDescription(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmDescription(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEmailCompletedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEmailFailedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmEventArgument(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmExpression(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmFilterSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmFilterSpec(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmFilterSpecAlarmTypeByEntity(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmFilterSpecAlarmTypeByTrigger(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmRemovedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmScriptCompleteEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmScriptFailedEvent(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSetting(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSetting(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSnmpCompletedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSnmpFailedEvent(v), Err(e) => return Some(Err(e)) },
-        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmSpec(v), Err(e) => return Some(Err(e)) },
         72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmState(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmStatusChangedEvent(v), Err(e) => return Some(Err(e)) },
         74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlarmTriggeringAction(v), Err(e) => return Some(Err(e)) },
@@ -515,7 +515,7 @@ fn decode(
         82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyExists(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AlreadyUpgraded(v), Err(e) => return Some(Err(e)) },
         84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AndAlarmExpression(v), Err(e) => return Some(Err(e)) },
-        85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFile(v), Err(e) => return Some(Err(e)) },
         86 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileCreateSpec(v), Err(e) => return Some(Err(e)) },
         87 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileOptionsCreateSpec(v), Err(e) => return Some(Err(e)) },
         88 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileSerializedCreateSpec(v), Err(e) => return Some(Err(e)) },
@@ -548,7 +548,7 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::AdminPasswordNotChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::AffinityConfigured(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AffinityType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AfterStartupTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::AfterStartupTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::AgentInstallFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AgentInstallFailedReason(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::AlarmAcknowledgedEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -556,24 +556,24 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::AlarmActionTriggeredEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::AlarmClearedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::AlarmCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmDescription(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::AlarmDescription(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::AlarmEmailCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::AlarmEmailFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::AlarmEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::AlarmEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::AlarmFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmFilterSpecAlarmTypeByEntity(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmFilterSpecAlarmTypeByTrigger(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::AlarmInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::AlarmReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::AlarmRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::AlarmScriptCompleteEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::AlarmScriptFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmSetting(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::AlarmSetting(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::AlarmSnmpCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::AlarmSnmpFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AlarmSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::AlarmSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmState(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::AlarmStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AlarmTriggeringAction(v) => std::fmt::Debug::fmt(&**v, f),
@@ -585,7 +585,7 @@ impl std::fmt::Debug for Object {
             Object::AlreadyExists(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::AlreadyUpgraded(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AndAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AnswerFile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::AnswerFile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AnswerFileCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AnswerFileOptionsCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AnswerFileSerializedCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -602,75 +602,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::AboutInfo(v) => Object::AboutInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AccountCreatedEvent(v) => Object::AccountCreatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AccountRemovedEvent(v) => Object::AccountRemovedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AccountUpdatedEvent(v) => Object::AccountUpdatedEvent(Box::new((**v).clone())),
-            Object::Action(v) => Object::Action(Box::new((**v).clone())),
-            Object::ActionParameter(v) => Object::ActionParameter(Box::new((**v).clone())),
-            Object::ActionType(v) => Object::ActionType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ActiveDirectoryFault(v) => Object::ActiveDirectoryFault(Box::new((**v).clone())),
-            Object::ActiveDirectoryProfile(v) => Object::ActiveDirectoryProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ActiveVMsBlockingEVC(v) => Object::ActiveVMsBlockingEVC(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AdminDisabled(v) => Object::AdminDisabled(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AdminNotDisabled(v) => Object::AdminNotDisabled(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AdminPasswordNotChangedEvent(v) => Object::AdminPasswordNotChangedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AffinityConfigured(v) => Object::AffinityConfigured(Box::new((**v).clone())),
-            Object::AffinityType(v) => Object::AffinityType(Box::new((**v).clone())),
-            Object::AfterStartupTaskScheduler(v) => Object::AfterStartupTaskScheduler(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AgentInstallFailed(v) => Object::AgentInstallFailed(Box::new((**v).clone())),
-            Object::AgentInstallFailedReason(v) => Object::AgentInstallFailedReason(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmAcknowledgedEvent(v) => Object::AlarmAcknowledgedEvent(Box::new((**v).clone())),
-            Object::AlarmAction(v) => Object::AlarmAction(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmActionTriggeredEvent(v) => Object::AlarmActionTriggeredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmClearedEvent(v) => Object::AlarmClearedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmCreatedEvent(v) => Object::AlarmCreatedEvent(Box::new((**v).clone())),
-            Object::AlarmDescription(v) => Object::AlarmDescription(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmEmailCompletedEvent(v) => Object::AlarmEmailCompletedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmEmailFailedEvent(v) => Object::AlarmEmailFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmEvent(v) => Object::AlarmEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmEventArgument(v) => Object::AlarmEventArgument(Box::new((**v).clone())),
-            Object::AlarmExpression(v) => Object::AlarmExpression(Box::new((**v).clone())),
-            Object::AlarmFilterSpec(v) => Object::AlarmFilterSpec(Box::new((**v).clone())),
-            Object::AlarmFilterSpecAlarmTypeByEntity(v) => Object::AlarmFilterSpecAlarmTypeByEntity(Box::new((**v).clone())),
-            Object::AlarmFilterSpecAlarmTypeByTrigger(v) => Object::AlarmFilterSpecAlarmTypeByTrigger(Box::new((**v).clone())),
-            Object::AlarmInfo(v) => Object::AlarmInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmReconfiguredEvent(v) => Object::AlarmReconfiguredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmRemovedEvent(v) => Object::AlarmRemovedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmScriptCompleteEvent(v) => Object::AlarmScriptCompleteEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmScriptFailedEvent(v) => Object::AlarmScriptFailedEvent(Box::new((**v).clone())),
-            Object::AlarmSetting(v) => Object::AlarmSetting(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmSnmpCompletedEvent(v) => Object::AlarmSnmpCompletedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmSnmpFailedEvent(v) => Object::AlarmSnmpFailedEvent(Box::new((**v).clone())),
-            Object::AlarmSpec(v) => Object::AlarmSpec(Box::new((**v).clone())),
-            Object::AlarmState(v) => Object::AlarmState(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmStatusChangedEvent(v) => Object::AlarmStatusChangedEvent(Box::new((**v).clone())),
-            Object::AlarmTriggeringAction(v) => Object::AlarmTriggeringAction(Box::new((**v).clone())),
-            Object::AlarmTriggeringActionTransitionSpec(v) => Object::AlarmTriggeringActionTransitionSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AllVirtualMachinesLicensedEvent(v) => Object::AllVirtualMachinesLicensedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlreadyAuthenticatedSessionEvent(v) => Object::AlreadyAuthenticatedSessionEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AlreadyBeingManaged(v) => Object::AlreadyBeingManaged(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AlreadyConnected(v) => Object::AlreadyConnected(Box::new((**v).clone())),
-            Object::AlreadyExists(v) => Object::AlreadyExists(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AlreadyUpgraded(v) => Object::AlreadyUpgraded(Box::new((**v).clone())),
-            Object::AndAlarmExpression(v) => Object::AndAlarmExpression(Box::new((**v).clone())),
-            Object::AnswerFile(v) => Object::AnswerFile(Box::new((**v).clone())),
-            Object::AnswerFileCreateSpec(v) => Object::AnswerFileCreateSpec(Box::new((**v).clone())),
-            Object::AnswerFileOptionsCreateSpec(v) => Object::AnswerFileOptionsCreateSpec(Box::new((**v).clone())),
-            Object::AnswerFileSerializedCreateSpec(v) => Object::AnswerFileSerializedCreateSpec(Box::new((**v).clone())),
-            Object::AnswerFileStatusError(v) => Object::AnswerFileStatusError(Box::new((**v).clone())),
-            Object::AnswerFileStatusResult(v) => Object::AnswerFileStatusResult(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailed(v) => Object::AnswerFileUpdateFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailure(v) => Object::AnswerFileUpdateFailure(Box::new((**v).clone())),
-            Object::AnswerFileValidationInfoStatus(v) => Object::AnswerFileValidationInfoStatus(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ApplicationQuiesceFault(v) => Object::ApplicationQuiesceFault(Box::new((**v).clone())),
-        }
     }
 }
 
@@ -692,7 +623,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::AdminPasswordNotChangedEvent(_) => "AdminPasswordNotChangedEvent",
             #[cfg(feature = "all-faults")] Object::AffinityConfigured(_) => "AffinityConfigured",
             Object::AffinityType(_) => "AffinityType",
-            Object::AfterStartupTaskScheduler(_) => "AfterStartupTaskScheduler",
+            #[cfg(feature = "admin")] Object::AfterStartupTaskScheduler(_) => "AfterStartupTaskScheduler",
             #[cfg(feature = "all-faults")] Object::AgentInstallFailed(_) => "AgentInstallFailed",
             Object::AgentInstallFailedReason(_) => "AgentInstallFailedReason",
             #[cfg(feature = "all-events")] Object::AlarmAcknowledgedEvent(_) => "AlarmAcknowledgedEvent",
@@ -700,24 +631,24 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::AlarmActionTriggeredEvent(_) => "AlarmActionTriggeredEvent",
             #[cfg(feature = "all-events")] Object::AlarmClearedEvent(_) => "AlarmClearedEvent",
             #[cfg(feature = "all-events")] Object::AlarmCreatedEvent(_) => "AlarmCreatedEvent",
-            Object::AlarmDescription(_) => "AlarmDescription",
+            #[cfg(feature = "admin")] Object::AlarmDescription(_) => "AlarmDescription",
             #[cfg(feature = "all-events")] Object::AlarmEmailCompletedEvent(_) => "AlarmEmailCompletedEvent",
             #[cfg(feature = "all-events")] Object::AlarmEmailFailedEvent(_) => "AlarmEmailFailedEvent",
             #[cfg(feature = "all-events")] Object::AlarmEvent(_) => "AlarmEvent",
             #[cfg(feature = "all-events")] Object::AlarmEventArgument(_) => "AlarmEventArgument",
             Object::AlarmExpression(_) => "AlarmExpression",
-            Object::AlarmFilterSpec(_) => "AlarmFilterSpec",
+            #[cfg(feature = "admin")] Object::AlarmFilterSpec(_) => "AlarmFilterSpec",
             Object::AlarmFilterSpecAlarmTypeByEntity(_) => "AlarmFilterSpecAlarmTypeByEntity",
             Object::AlarmFilterSpecAlarmTypeByTrigger(_) => "AlarmFilterSpecAlarmTypeByTrigger",
-            Object::AlarmInfo(_) => "AlarmInfo",
+            #[cfg(feature = "admin")] Object::AlarmInfo(_) => "AlarmInfo",
             #[cfg(feature = "all-events")] Object::AlarmReconfiguredEvent(_) => "AlarmReconfiguredEvent",
             #[cfg(feature = "all-events")] Object::AlarmRemovedEvent(_) => "AlarmRemovedEvent",
             #[cfg(feature = "all-events")] Object::AlarmScriptCompleteEvent(_) => "AlarmScriptCompleteEvent",
             #[cfg(feature = "all-events")] Object::AlarmScriptFailedEvent(_) => "AlarmScriptFailedEvent",
-            Object::AlarmSetting(_) => "AlarmSetting",
+            #[cfg(feature = "admin")] Object::AlarmSetting(_) => "AlarmSetting",
             #[cfg(feature = "all-events")] Object::AlarmSnmpCompletedEvent(_) => "AlarmSnmpCompletedEvent",
             #[cfg(feature = "all-events")] Object::AlarmSnmpFailedEvent(_) => "AlarmSnmpFailedEvent",
-            Object::AlarmSpec(_) => "AlarmSpec",
+            #[cfg(feature = "admin")] Object::AlarmSpec(_) => "AlarmSpec",
             Object::AlarmState(_) => "AlarmState",
             #[cfg(feature = "all-events")] Object::AlarmStatusChangedEvent(_) => "AlarmStatusChangedEvent",
             Object::AlarmTriggeringAction(_) => "AlarmTriggeringAction",
@@ -729,7 +660,7 @@ impl x::DataObject for Object {
             Object::AlreadyExists(_) => "AlreadyExists",
             #[cfg(feature = "all-faults")] Object::AlreadyUpgraded(_) => "AlreadyUpgraded",
             Object::AndAlarmExpression(_) => "AndAlarmExpression",
-            Object::AnswerFile(_) => "AnswerFile",
+            #[cfg(feature = "admin")] Object::AnswerFile(_) => "AnswerFile",
             Object::AnswerFileCreateSpec(_) => "AnswerFileCreateSpec",
             Object::AnswerFileOptionsCreateSpec(_) => "AnswerFileOptionsCreateSpec",
             Object::AnswerFileSerializedCreateSpec(_) => "AnswerFileSerializedCreateSpec",
@@ -749,7 +680,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -773,7 +704,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::AdminPasswordNotChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::AffinityConfigured(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AffinityType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AfterStartupTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::AfterStartupTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::AgentInstallFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AgentInstallFailedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::AlarmAcknowledgedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -781,24 +712,24 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::AlarmActionTriggeredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::AlarmClearedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::AlarmCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::AlarmDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::AlarmEmailCompletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::AlarmEmailFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::AlarmEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::AlarmEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::AlarmFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmFilterSpecAlarmTypeByEntity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmFilterSpecAlarmTypeByTrigger(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::AlarmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::AlarmReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::AlarmRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::AlarmScriptCompleteEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::AlarmScriptFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::AlarmSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::AlarmSnmpCompletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::AlarmSnmpFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AlarmSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::AlarmSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::AlarmStatusChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AlarmTriggeringAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -810,7 +741,7 @@ impl x::DataObject for Object {
             Object::AlreadyExists(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::AlreadyUpgraded(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AndAlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AnswerFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::AnswerFile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AnswerFileCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AnswerFileOptionsCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AnswerFileSerializedCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1065,7 +996,7 @@ impl x::ObjectType for AffinityType {
     }
 }
 
-impl x::ObjectType for AfterStartupTaskScheduler {
+#[cfg(feature = "admin")] impl x::ObjectType for AfterStartupTaskScheduler {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1193,7 +1124,7 @@ impl x::ObjectType for AlarmAction {
     }
 }
 
-impl x::ObjectType for AlarmDescription {
+#[cfg(feature = "admin")] impl x::ObjectType for AlarmDescription {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1289,7 +1220,7 @@ impl x::ObjectType for AlarmExpression {
     }
 }
 
-impl x::ObjectType for AlarmFilterSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for AlarmFilterSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1337,7 +1268,7 @@ impl x::ObjectType for AlarmFilterSpecAlarmTypeByTrigger {
     }
 }
 
-impl x::ObjectType for AlarmInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for AlarmInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1417,7 +1348,7 @@ impl x::ObjectType for AlarmInfo {
     }
 }
 
-impl x::ObjectType for AlarmSetting {
+#[cfg(feature = "admin")] impl x::ObjectType for AlarmSetting {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1465,7 +1396,7 @@ impl x::ObjectType for AlarmSetting {
     }
 }
 
-impl x::ObjectType for AlarmSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for AlarmSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1657,7 +1588,7 @@ impl x::ObjectType for AndAlarmExpression {
     }
 }
 
-impl x::ObjectType for AnswerFile {
+#[cfg(feature = "admin")] impl x::ObjectType for AnswerFile {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

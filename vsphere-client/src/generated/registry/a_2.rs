@@ -244,8 +244,8 @@ pub enum Object {
     ArrayOfApplyHostProfileConfigurationSpec(Box<Vec<ApplyHostProfileConfigurationSpec>>),
     ArrayOfApplyProfile(Box<Vec<AnyApplyProfile>>),
     #[cfg(feature = "all-faults")] ArrayOfAuthenticationRequiredChallenge(Box<Vec<AuthenticationRequiredChallenge>>),
-    ArrayOfAuthorizationPrivilege(Box<Vec<AuthorizationPrivilege>>),
-    ArrayOfAuthorizationRole(Box<Vec<AuthorizationRole>>),
+    #[cfg(feature = "admin")] ArrayOfAuthorizationPrivilege(Box<Vec<AuthorizationPrivilege>>),
+    #[cfg(feature = "admin")] ArrayOfAuthorizationRole(Box<Vec<AuthorizationRole>>),
     ArrayOfAutoStartPowerInfo(Box<Vec<AutoStartPowerInfo>>),
     #[cfg(feature = "all-events")] ArrayOfChangesInfoEventArgument(Box<Vec<ChangesInfoEventArgument>>),
     ArrayOfCheckResult(Box<Vec<CheckResult>>),
@@ -280,7 +280,7 @@ pub enum Object {
     ArrayOfClusterGroupInfo(Box<Vec<AnyClusterGroupInfo>>),
     ArrayOfClusterGroupSpec(Box<Vec<ClusterGroupSpec>>),
     ArrayOfClusterHostRecommendation(Box<Vec<ClusterHostRecommendation>>),
-    ArrayOfClusterIoFilterInfo(Box<Vec<ClusterIoFilterInfo>>),
+    #[cfg(feature = "admin")] ArrayOfClusterIoFilterInfo(Box<Vec<ClusterIoFilterInfo>>),
     ArrayOfClusterNotAttemptedVmInfo(Box<Vec<ClusterNotAttemptedVmInfo>>),
     ArrayOfClusterRecommendation(Box<Vec<ClusterRecommendation>>),
     ArrayOfClusterRuleInfo(Box<Vec<AnyClusterRuleInfo>>),
@@ -290,16 +290,16 @@ pub enum Object {
     ArrayOfClusterVmOrchestrationSpec(Box<Vec<ClusterVmOrchestrationSpec>>),
     ArrayOfComplianceFailure(Box<Vec<ComplianceFailure>>),
     ArrayOfComplianceFailureComplianceFailureValues(Box<Vec<ComplianceFailureComplianceFailureValues>>),
-    ArrayOfComplianceLocator(Box<Vec<ComplianceLocator>>),
+    #[cfg(feature = "admin")] ArrayOfComplianceLocator(Box<Vec<ComplianceLocator>>),
     ArrayOfComplianceResult(Box<Vec<ComplianceResult>>),
     #[cfg(feature = "all-faults")] ArrayOfComputeResourceHostSPBMLicenseInfo(Box<Vec<ComputeResourceHostSPBMLicenseInfo>>),
     #[cfg(feature = "all-faults")] ArrayOfConflictingConfigurationConfig(Box<Vec<ConflictingConfigurationConfig>>),
     ArrayOfCryptoKeyId(Box<Vec<CryptoKeyId>>),
     ArrayOfCryptoKeyPlain(Box<Vec<CryptoKeyPlain>>),
-    ArrayOfCryptoKeyResult(Box<Vec<CryptoKeyResult>>),
-    ArrayOfCryptoManagerHostKeyStatus(Box<Vec<CryptoManagerHostKeyStatus>>),
+    #[cfg(feature = "admin")] ArrayOfCryptoKeyResult(Box<Vec<CryptoKeyResult>>),
+    #[cfg(feature = "admin")] ArrayOfCryptoManagerHostKeyStatus(Box<Vec<CryptoManagerHostKeyStatus>>),
     ArrayOfCryptoManagerKmipClusterStatus(Box<Vec<CryptoManagerKmipClusterStatus>>),
-    ArrayOfCryptoManagerKmipCryptoKeyStatus(Box<Vec<CryptoManagerKmipCryptoKeyStatus>>),
+    #[cfg(feature = "admin")] ArrayOfCryptoManagerKmipCryptoKeyStatus(Box<Vec<CryptoManagerKmipCryptoKeyStatus>>),
     ArrayOfCryptoManagerKmipServerStatus(Box<Vec<CryptoManagerKmipServerStatus>>),
     ArrayOfCustomFieldDef(Box<Vec<CustomFieldDef>>),
     ArrayOfCustomFieldValue(Box<Vec<AnyCustomFieldValue>>),
@@ -334,8 +334,8 @@ fn decode(
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyHostProfileConfigurationSpec(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyProfile(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthenticationRequiredChallenge(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthorizationPrivilege(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthorizationRole(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthorizationPrivilege(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthorizationRole(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAutoStartPowerInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfChangesInfoEventArgument(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCheckResult(v), Err(e) => return Some(Err(e)) },
@@ -370,7 +370,7 @@ fn decode(
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterGroupInfo(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterGroupSpec(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterHostRecommendation(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterIoFilterInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterIoFilterInfo(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterNotAttemptedVmInfo(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterRecommendation(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterRuleInfo(v), Err(e) => return Some(Err(e)) },
@@ -380,16 +380,16 @@ fn decode(
         70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterVmOrchestrationSpec(v), Err(e) => return Some(Err(e)) },
         71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceFailure(v), Err(e) => return Some(Err(e)) },
         72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceFailureComplianceFailureValues(v), Err(e) => return Some(Err(e)) },
-        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceLocator(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceLocator(v), Err(e) => return Some(Err(e)) },
         74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceResult(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfConflictingConfigurationConfig(v), Err(e) => return Some(Err(e)) },
         77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyId(v), Err(e) => return Some(Err(e)) },
         78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyPlain(v), Err(e) => return Some(Err(e)) },
-        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyResult(v), Err(e) => return Some(Err(e)) },
-        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerHostKeyStatus(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerHostKeyStatus(v), Err(e) => return Some(Err(e)) },
         81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerKmipClusterStatus(v), Err(e) => return Some(Err(e)) },
-        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v), Err(e) => return Some(Err(e)) },
         83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerKmipServerStatus(v), Err(e) => return Some(Err(e)) },
         84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCustomFieldDef(v), Err(e) => return Some(Err(e)) },
         85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCustomFieldValue(v), Err(e) => return Some(Err(e)) },
@@ -418,8 +418,8 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfApplyHostProfileConfigurationSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfApplyProfile(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::ArrayOfAuthenticationRequiredChallenge(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfAuthorizationPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfAuthorizationRole(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfAuthorizationPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfAuthorizationRole(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfAutoStartPowerInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ArrayOfChangesInfoEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
@@ -454,7 +454,7 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfClusterGroupInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterGroupSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterHostRecommendation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterIoFilterInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterIoFilterInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterNotAttemptedVmInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterRecommendation(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterRuleInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -464,16 +464,16 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfClusterVmOrchestrationSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfComplianceFailure(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfComplianceFailureComplianceFailureValues(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfComplianceLocator(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfComplianceLocator(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfComplianceResult(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::ArrayOfConflictingConfigurationConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfCryptoKeyId(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfCryptoKeyPlain(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfCryptoKeyResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfCryptoManagerHostKeyStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfCryptoKeyResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfCryptoManagerHostKeyStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfCryptoManagerKmipClusterStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfCryptoManagerKmipServerStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfCustomFieldDef(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfCustomFieldValue(v) => std::fmt::Debug::fmt(&**v, f),
@@ -485,89 +485,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ApplyHostProfileConfigurationResult(v) => Object::ApplyHostProfileConfigurationResult(Box::new((**v).clone())),
-            Object::ApplyHostProfileConfigurationResultStatus(v) => Object::ApplyHostProfileConfigurationResultStatus(Box::new((**v).clone())),
-            Object::ApplyHostProfileConfigurationSpec(v) => Object::ApplyHostProfileConfigurationSpec(Box::new((**v).clone())),
-            Object::ApplyProfile(v) => Object::ApplyProfile(Box::new((**v).clone())),
-            Object::ApplyStorageRecommendationResult(v) => Object::ApplyStorageRecommendationResult(Box::new((**v).clone())),
-            Object::ArrayOfAlarmAction(v) => Object::ArrayOfAlarmAction(Box::new(x::clone_vec(v))),
-            Object::ArrayOfAlarmExpression(v) => Object::ArrayOfAlarmExpression(Box::new(x::clone_vec(v))),
-            Object::ArrayOfAlarmState(v) => Object::ArrayOfAlarmState(Box::new(x::clone_vec(v))),
-            Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => Object::ArrayOfAlarmTriggeringActionTransitionSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfAnswerFileStatusError(v) => Object::ArrayOfAnswerFileStatusError(Box::new(x::clone_vec(v))),
-            Object::ArrayOfAnswerFileStatusResult(v) => Object::ArrayOfAnswerFileStatusResult(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-faults")] Object::ArrayOfAnswerFileUpdateFailure(v) => Object::ArrayOfAnswerFileUpdateFailure(Box::new(x::clone_vec(v))),
-            Object::ArrayOfApplyHostProfileConfigurationResult(v) => Object::ArrayOfApplyHostProfileConfigurationResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfApplyHostProfileConfigurationSpec(v) => Object::ArrayOfApplyHostProfileConfigurationSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfApplyProfile(v) => Object::ArrayOfApplyProfile(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-faults")] Object::ArrayOfAuthenticationRequiredChallenge(v) => Object::ArrayOfAuthenticationRequiredChallenge(Box::new(x::clone_vec(v))),
-            Object::ArrayOfAuthorizationPrivilege(v) => Object::ArrayOfAuthorizationPrivilege(Box::new(x::clone_vec(v))),
-            Object::ArrayOfAuthorizationRole(v) => Object::ArrayOfAuthorizationRole(Box::new(x::clone_vec(v))),
-            Object::ArrayOfAutoStartPowerInfo(v) => Object::ArrayOfAutoStartPowerInfo(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-events")] Object::ArrayOfChangesInfoEventArgument(v) => Object::ArrayOfChangesInfoEventArgument(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCheckResult(v) => Object::ArrayOfCheckResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterAction(v) => Object::ArrayOfClusterAction(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterActionHistory(v) => Object::ArrayOfClusterActionHistory(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterAttemptedVmInfo(v) => Object::ArrayOfClusterAttemptedVmInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterComputeResourceDVSSetting(v) => Object::ArrayOfClusterComputeResourceDVSSetting(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterComputeResourceDvsProfile(v) => Object::ArrayOfClusterComputeResourceDvsProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => Object::ArrayOfClusterComputeResourceHostConfigurationInput(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => Object::ArrayOfClusterComputeResourceHostEvacuationInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => Object::ArrayOfClusterComputeResourceHostVmkNicInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterComputeResourceValidationResultBase(v) => Object::ArrayOfClusterComputeResourceValidationResultBase(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterComputeResourceVcsSlots(v) => Object::ArrayOfClusterComputeResourceVcsSlots(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDasAamNodeState(v) => Object::ArrayOfClusterDasAamNodeState(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDasVmConfigInfo(v) => Object::ArrayOfClusterDasVmConfigInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDasVmConfigSpec(v) => Object::ArrayOfClusterDasVmConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDatastoreUpdateSpec(v) => Object::ArrayOfClusterDatastoreUpdateSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDpmHostConfigInfo(v) => Object::ArrayOfClusterDpmHostConfigInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDpmHostConfigSpec(v) => Object::ArrayOfClusterDpmHostConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDrsFaults(v) => Object::ArrayOfClusterDrsFaults(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDrsFaultsFaultsByVm(v) => Object::ArrayOfClusterDrsFaultsFaultsByVm(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDrsMigration(v) => Object::ArrayOfClusterDrsMigration(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDrsRecommendation(v) => Object::ArrayOfClusterDrsRecommendation(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDrsVmConfigInfo(v) => Object::ArrayOfClusterDrsVmConfigInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDrsVmConfigSpec(v) => Object::ArrayOfClusterDrsVmConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterEVCManagerCheckResult(v) => Object::ArrayOfClusterEVCManagerCheckResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(v) => Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterGroupInfo(v) => Object::ArrayOfClusterGroupInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterGroupSpec(v) => Object::ArrayOfClusterGroupSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterHostRecommendation(v) => Object::ArrayOfClusterHostRecommendation(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterIoFilterInfo(v) => Object::ArrayOfClusterIoFilterInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterNotAttemptedVmInfo(v) => Object::ArrayOfClusterNotAttemptedVmInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterRecommendation(v) => Object::ArrayOfClusterRecommendation(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterRuleInfo(v) => Object::ArrayOfClusterRuleInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterRuleSpec(v) => Object::ArrayOfClusterRuleSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterTagCategoryUpdateSpec(v) => Object::ArrayOfClusterTagCategoryUpdateSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterVmOrchestrationInfo(v) => Object::ArrayOfClusterVmOrchestrationInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterVmOrchestrationSpec(v) => Object::ArrayOfClusterVmOrchestrationSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfComplianceFailure(v) => Object::ArrayOfComplianceFailure(Box::new(x::clone_vec(v))),
-            Object::ArrayOfComplianceFailureComplianceFailureValues(v) => Object::ArrayOfComplianceFailureComplianceFailureValues(Box::new(x::clone_vec(v))),
-            Object::ArrayOfComplianceLocator(v) => Object::ArrayOfComplianceLocator(Box::new(x::clone_vec(v))),
-            Object::ArrayOfComplianceResult(v) => Object::ArrayOfComplianceResult(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-faults")] Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => Object::ArrayOfComputeResourceHostSPBMLicenseInfo(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-faults")] Object::ArrayOfConflictingConfigurationConfig(v) => Object::ArrayOfConflictingConfigurationConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCryptoKeyId(v) => Object::ArrayOfCryptoKeyId(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCryptoKeyPlain(v) => Object::ArrayOfCryptoKeyPlain(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCryptoKeyResult(v) => Object::ArrayOfCryptoKeyResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCryptoManagerHostKeyStatus(v) => Object::ArrayOfCryptoManagerHostKeyStatus(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCryptoManagerKmipClusterStatus(v) => Object::ArrayOfCryptoManagerKmipClusterStatus(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v) => Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCryptoManagerKmipServerStatus(v) => Object::ArrayOfCryptoManagerKmipServerStatus(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCustomFieldDef(v) => Object::ArrayOfCustomFieldDef(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCustomFieldValue(v) => Object::ArrayOfCustomFieldValue(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCustomizationAdapterMapping(v) => Object::ArrayOfCustomizationAdapterMapping(Box::new(x::clone_vec(v))),
-        }
     }
 }
 
@@ -590,8 +507,8 @@ impl x::DataObject for Object {
             Object::ArrayOfApplyHostProfileConfigurationSpec(_) => "ArrayOfApplyHostProfileConfigurationSpec",
             Object::ArrayOfApplyProfile(_) => "ArrayOfApplyProfile",
             #[cfg(feature = "all-faults")] Object::ArrayOfAuthenticationRequiredChallenge(_) => "ArrayOfAuthenticationRequiredChallenge",
-            Object::ArrayOfAuthorizationPrivilege(_) => "ArrayOfAuthorizationPrivilege",
-            Object::ArrayOfAuthorizationRole(_) => "ArrayOfAuthorizationRole",
+            #[cfg(feature = "admin")] Object::ArrayOfAuthorizationPrivilege(_) => "ArrayOfAuthorizationPrivilege",
+            #[cfg(feature = "admin")] Object::ArrayOfAuthorizationRole(_) => "ArrayOfAuthorizationRole",
             Object::ArrayOfAutoStartPowerInfo(_) => "ArrayOfAutoStartPowerInfo",
             #[cfg(feature = "all-events")] Object::ArrayOfChangesInfoEventArgument(_) => "ArrayOfChangesInfoEventArgument",
             Object::ArrayOfCheckResult(_) => "ArrayOfCheckResult",
@@ -626,7 +543,7 @@ impl x::DataObject for Object {
             Object::ArrayOfClusterGroupInfo(_) => "ArrayOfClusterGroupInfo",
             Object::ArrayOfClusterGroupSpec(_) => "ArrayOfClusterGroupSpec",
             Object::ArrayOfClusterHostRecommendation(_) => "ArrayOfClusterHostRecommendation",
-            Object::ArrayOfClusterIoFilterInfo(_) => "ArrayOfClusterIoFilterInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterIoFilterInfo(_) => "ArrayOfClusterIoFilterInfo",
             Object::ArrayOfClusterNotAttemptedVmInfo(_) => "ArrayOfClusterNotAttemptedVmInfo",
             Object::ArrayOfClusterRecommendation(_) => "ArrayOfClusterRecommendation",
             Object::ArrayOfClusterRuleInfo(_) => "ArrayOfClusterRuleInfo",
@@ -636,16 +553,16 @@ impl x::DataObject for Object {
             Object::ArrayOfClusterVmOrchestrationSpec(_) => "ArrayOfClusterVmOrchestrationSpec",
             Object::ArrayOfComplianceFailure(_) => "ArrayOfComplianceFailure",
             Object::ArrayOfComplianceFailureComplianceFailureValues(_) => "ArrayOfComplianceFailureComplianceFailureValues",
-            Object::ArrayOfComplianceLocator(_) => "ArrayOfComplianceLocator",
+            #[cfg(feature = "admin")] Object::ArrayOfComplianceLocator(_) => "ArrayOfComplianceLocator",
             Object::ArrayOfComplianceResult(_) => "ArrayOfComplianceResult",
             #[cfg(feature = "all-faults")] Object::ArrayOfComputeResourceHostSPBMLicenseInfo(_) => "ArrayOfComputeResourceHostSPBMLicenseInfo",
             #[cfg(feature = "all-faults")] Object::ArrayOfConflictingConfigurationConfig(_) => "ArrayOfConflictingConfigurationConfig",
             Object::ArrayOfCryptoKeyId(_) => "ArrayOfCryptoKeyId",
             Object::ArrayOfCryptoKeyPlain(_) => "ArrayOfCryptoKeyPlain",
-            Object::ArrayOfCryptoKeyResult(_) => "ArrayOfCryptoKeyResult",
-            Object::ArrayOfCryptoManagerHostKeyStatus(_) => "ArrayOfCryptoManagerHostKeyStatus",
+            #[cfg(feature = "admin")] Object::ArrayOfCryptoKeyResult(_) => "ArrayOfCryptoKeyResult",
+            #[cfg(feature = "admin")] Object::ArrayOfCryptoManagerHostKeyStatus(_) => "ArrayOfCryptoManagerHostKeyStatus",
             Object::ArrayOfCryptoManagerKmipClusterStatus(_) => "ArrayOfCryptoManagerKmipClusterStatus",
-            Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(_) => "ArrayOfCryptoManagerKmipCryptoKeyStatus",
+            #[cfg(feature = "admin")] Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(_) => "ArrayOfCryptoManagerKmipCryptoKeyStatus",
             Object::ArrayOfCryptoManagerKmipServerStatus(_) => "ArrayOfCryptoManagerKmipServerStatus",
             Object::ArrayOfCustomFieldDef(_) => "ArrayOfCustomFieldDef",
             Object::ArrayOfCustomFieldValue(_) => "ArrayOfCustomFieldValue",
@@ -660,7 +577,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -685,8 +602,8 @@ impl x::DataObject for Object {
             Object::ArrayOfApplyHostProfileConfigurationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfApplyProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::ArrayOfAuthenticationRequiredChallenge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfAuthorizationPrivilege(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfAuthorizationRole(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfAuthorizationPrivilege(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfAuthorizationRole(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfAutoStartPowerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ArrayOfChangesInfoEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -721,7 +638,7 @@ impl x::DataObject for Object {
             Object::ArrayOfClusterGroupInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterGroupSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterHostRecommendation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterIoFilterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterIoFilterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterNotAttemptedVmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterRecommendation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterRuleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -731,16 +648,16 @@ impl x::DataObject for Object {
             Object::ArrayOfClusterVmOrchestrationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfComplianceFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfComplianceFailureComplianceFailureValues(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfComplianceLocator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfComplianceLocator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfComplianceResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::ArrayOfConflictingConfigurationConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfCryptoKeyId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfCryptoKeyPlain(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfCryptoKeyResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfCryptoManagerHostKeyStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfCryptoKeyResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfCryptoManagerHostKeyStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfCryptoManagerKmipClusterStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfCryptoManagerKmipServerStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfCustomFieldDef(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfCustomFieldValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1006,7 +923,7 @@ impl x::ObjectArrayItem for AnyApplyProfile {
     }
 }
 
-impl x::ObjectArrayItem for AuthorizationPrivilege {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AuthorizationPrivilege {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AuthorizationPrivilege>>) -> Object {
@@ -1022,7 +939,7 @@ impl x::ObjectArrayItem for AuthorizationPrivilege {
     }
 }
 
-impl x::ObjectArrayItem for AuthorizationRole {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AuthorizationRole {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AuthorizationRole>>) -> Object {
@@ -1582,7 +1499,7 @@ impl x::ObjectArrayItem for ClusterHostRecommendation {
     }
 }
 
-impl x::ObjectArrayItem for ClusterIoFilterInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterIoFilterInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ClusterIoFilterInfo>>) -> Object {
@@ -1742,7 +1659,7 @@ impl x::ObjectArrayItem for ComplianceFailureComplianceFailureValues {
     }
 }
 
-impl x::ObjectArrayItem for ComplianceLocator {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ComplianceLocator {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ComplianceLocator>>) -> Object {
@@ -1838,7 +1755,7 @@ impl x::ObjectArrayItem for CryptoKeyPlain {
     }
 }
 
-impl x::ObjectArrayItem for CryptoKeyResult {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for CryptoKeyResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<CryptoKeyResult>>) -> Object {
@@ -1854,7 +1771,7 @@ impl x::ObjectArrayItem for CryptoKeyResult {
     }
 }
 
-impl x::ObjectArrayItem for CryptoManagerHostKeyStatus {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for CryptoManagerHostKeyStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<CryptoManagerHostKeyStatus>>) -> Object {
@@ -1886,7 +1803,7 @@ impl x::ObjectArrayItem for CryptoManagerKmipClusterStatus {
     }
 }
 
-impl x::ObjectArrayItem for CryptoManagerKmipCryptoKeyStatus {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for CryptoManagerKmipCryptoKeyStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<CryptoManagerKmipCryptoKeyStatus>>) -> Object {

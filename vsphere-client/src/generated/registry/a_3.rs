@@ -199,7 +199,7 @@ pub enum Object {
     ArrayOfDatastoreVVolContainerFailoverPair(Box<Vec<DatastoreVVolContainerFailoverPair>>),
     ArrayOfDesiredSoftwareSpecComponentSpec(Box<Vec<DesiredSoftwareSpecComponentSpec>>),
     ArrayOfDiagnosticManagerBundleInfo(Box<Vec<DiagnosticManagerBundleInfo>>),
-    ArrayOfDiagnosticManagerLogDescriptor(Box<Vec<DiagnosticManagerLogDescriptor>>),
+    #[cfg(feature = "admin")] ArrayOfDiagnosticManagerLogDescriptor(Box<Vec<DiagnosticManagerLogDescriptor>>),
     ArrayOfDirectPathProfileInfo(Box<Vec<DirectPathProfileInfo>>),
     ArrayOfDirectPathProfileManagerCapacityQuerySpec(Box<Vec<AnyDirectPathProfileManagerCapacityQuerySpec>>),
     ArrayOfDirectPathProfileManagerCapacityResult(Box<Vec<AnyDirectPathProfileManagerCapacityResult>>),
@@ -239,24 +239,24 @@ pub enum Object {
     ArrayOfEVCMode(Box<Vec<EVCMode>>),
     ArrayOfElementDescription(Box<Vec<AnyElementDescription>>),
     ArrayOfEntityBackupConfig(Box<Vec<EntityBackupConfig>>),
-    ArrayOfEntityPrivilege(Box<Vec<EntityPrivilege>>),
+    #[cfg(feature = "admin")] ArrayOfEntityPrivilege(Box<Vec<EntityPrivilege>>),
     ArrayOfEnumDescription(Box<Vec<EnumDescription>>),
     ArrayOfEvent(Box<Vec<AnyEvent>>),
     ArrayOfEventAlarmExpressionComparison(Box<Vec<EventAlarmExpressionComparison>>),
     ArrayOfEventArgDesc(Box<Vec<EventArgDesc>>),
     ArrayOfEventDescriptionEventDetail(Box<Vec<EventDescriptionEventDetail>>),
-    ArrayOfExtManagedEntityInfo(Box<Vec<ExtManagedEntityInfo>>),
-    ArrayOfExtSolutionManagerInfoTabInfo(Box<Vec<ExtSolutionManagerInfoTabInfo>>),
+    #[cfg(feature = "admin")] ArrayOfExtManagedEntityInfo(Box<Vec<ExtManagedEntityInfo>>),
+    #[cfg(feature = "admin")] ArrayOfExtSolutionManagerInfoTabInfo(Box<Vec<ExtSolutionManagerInfoTabInfo>>),
     #[cfg(feature = "all-events")] ArrayOfExtendedEventPair(Box<Vec<ExtendedEventPair>>),
-    ArrayOfExtension(Box<Vec<Extension>>),
-    ArrayOfExtensionClientInfo(Box<Vec<ExtensionClientInfo>>),
-    ArrayOfExtensionEventTypeInfo(Box<Vec<ExtensionEventTypeInfo>>),
-    ArrayOfExtensionFaultTypeInfo(Box<Vec<ExtensionFaultTypeInfo>>),
-    ArrayOfExtensionManagerIpAllocationUsage(Box<Vec<ExtensionManagerIpAllocationUsage>>),
-    ArrayOfExtensionPrivilegeInfo(Box<Vec<ExtensionPrivilegeInfo>>),
-    ArrayOfExtensionResourceInfo(Box<Vec<ExtensionResourceInfo>>),
-    ArrayOfExtensionServerInfo(Box<Vec<ExtensionServerInfo>>),
-    ArrayOfExtensionTaskTypeInfo(Box<Vec<ExtensionTaskTypeInfo>>),
+    #[cfg(feature = "admin")] ArrayOfExtension(Box<Vec<Extension>>),
+    #[cfg(feature = "admin")] ArrayOfExtensionClientInfo(Box<Vec<ExtensionClientInfo>>),
+    #[cfg(feature = "admin")] ArrayOfExtensionEventTypeInfo(Box<Vec<ExtensionEventTypeInfo>>),
+    #[cfg(feature = "admin")] ArrayOfExtensionFaultTypeInfo(Box<Vec<ExtensionFaultTypeInfo>>),
+    #[cfg(feature = "admin")] ArrayOfExtensionManagerIpAllocationUsage(Box<Vec<ExtensionManagerIpAllocationUsage>>),
+    #[cfg(feature = "admin")] ArrayOfExtensionPrivilegeInfo(Box<Vec<ExtensionPrivilegeInfo>>),
+    #[cfg(feature = "admin")] ArrayOfExtensionResourceInfo(Box<Vec<ExtensionResourceInfo>>),
+    #[cfg(feature = "admin")] ArrayOfExtensionServerInfo(Box<Vec<ExtensionServerInfo>>),
+    #[cfg(feature = "admin")] ArrayOfExtensionTaskTypeInfo(Box<Vec<ExtensionTaskTypeInfo>>),
     ArrayOfFaultToleranceDiskSpec(Box<Vec<FaultToleranceDiskSpec>>),
     ArrayOfFaultsByHost(Box<Vec<FaultsByHost>>),
     ArrayOfFaultsByVM(Box<Vec<FaultsByVM>>),
@@ -294,7 +294,7 @@ fn decode(
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatastoreVVolContainerFailoverPair(v), Err(e) => return Some(Err(e)) },
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDesiredSoftwareSpecComponentSpec(v), Err(e) => return Some(Err(e)) },
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDiagnosticManagerBundleInfo(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDiagnosticManagerLogDescriptor(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDiagnosticManagerLogDescriptor(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDirectPathProfileInfo(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDirectPathProfileManagerCapacityResult(v), Err(e) => return Some(Err(e)) },
@@ -334,24 +334,24 @@ fn decode(
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEVCMode(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfElementDescription(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEntityBackupConfig(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEntityPrivilege(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEntityPrivilege(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEnumDescription(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEvent(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEventAlarmExpressionComparison(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEventArgDesc(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEventDescriptionEventDetail(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtManagedEntityInfo(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtSolutionManagerInfoTabInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtManagedEntityInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtSolutionManagerInfoTabInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtendedEventPair(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtension(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionClientInfo(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionEventTypeInfo(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionFaultTypeInfo(v), Err(e) => return Some(Err(e)) },
-        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionManagerIpAllocationUsage(v), Err(e) => return Some(Err(e)) },
-        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionPrivilegeInfo(v), Err(e) => return Some(Err(e)) },
-        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionResourceInfo(v), Err(e) => return Some(Err(e)) },
-        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionServerInfo(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionTaskTypeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtension(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionClientInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionEventTypeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionFaultTypeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionManagerIpAllocationUsage(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionPrivilegeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionResourceInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionServerInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfExtensionTaskTypeInfo(v), Err(e) => return Some(Err(e)) },
         76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFaultToleranceDiskSpec(v), Err(e) => return Some(Err(e)) },
         77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFaultsByHost(v), Err(e) => return Some(Err(e)) },
         78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfFaultsByVM(v), Err(e) => return Some(Err(e)) },
@@ -383,7 +383,7 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDesiredSoftwareSpecComponentSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDiagnosticManagerBundleInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDiagnosticManagerLogDescriptor(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDiagnosticManagerLogDescriptor(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDirectPathProfileInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDirectPathProfileManagerCapacityResult(v) => std::fmt::Debug::fmt(&**v, f),
@@ -423,24 +423,24 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfEVCMode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfElementDescription(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfEntityBackupConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfEntityPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfEntityPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfEnumDescription(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfEventAlarmExpressionComparison(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfEventArgDesc(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfEventDescriptionEventDetail(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfExtManagedEntityInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfExtSolutionManagerInfoTabInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfExtManagedEntityInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfExtSolutionManagerInfoTabInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ArrayOfExtendedEventPair(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfExtension(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfExtensionClientInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfExtensionEventTypeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfExtensionFaultTypeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfExtensionManagerIpAllocationUsage(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfExtensionPrivilegeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfExtensionResourceInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfExtensionServerInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfExtensionTaskTypeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfExtension(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionClientInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionEventTypeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionFaultTypeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionManagerIpAllocationUsage(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionPrivilegeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionResourceInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionServerInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionTaskTypeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfFaultToleranceDiskSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfFaultsByHost(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfFaultsByVM(v) => std::fmt::Debug::fmt(&**v, f),
@@ -454,94 +454,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ArrayOfCustomizationIpV6Generator(v) => Object::ArrayOfCustomizationIpV6Generator(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCustomizationSpecInfo(v) => Object::ArrayOfCustomizationSpecInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDVPortConfigSpec(v) => Object::ArrayOfDVPortConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDVPortgroupConfigSpec(v) => Object::ArrayOfDVPortgroupConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDVSHealthCheckConfig(v) => Object::ArrayOfDVSHealthCheckConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDVSManagerPhysicalNicsList(v) => Object::ArrayOfDVSManagerPhysicalNicsList(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDVSNetworkResourcePool(v) => Object::ArrayOfDVSNetworkResourcePool(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v) => Object::ArrayOfDVSNetworkResourcePoolConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => Object::ArrayOfDVSVmVnicNetworkResourcePool(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDasHeartbeatDatastoreInfo(v) => Object::ArrayOfDasHeartbeatDatastoreInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDatacenterBasicConnectInfo(v) => Object::ArrayOfDatacenterBasicConnectInfo(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-faults")] Object::ArrayOfDatacenterMismatchArgument(v) => Object::ArrayOfDatacenterMismatchArgument(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDatastoreHostMount(v) => Object::ArrayOfDatastoreHostMount(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDatastoreMountPathDatastorePair(v) => Object::ArrayOfDatastoreMountPathDatastorePair(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => Object::ArrayOfDatastoreVVolContainerFailoverPair(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDesiredSoftwareSpecComponentSpec(v) => Object::ArrayOfDesiredSoftwareSpecComponentSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDiagnosticManagerBundleInfo(v) => Object::ArrayOfDiagnosticManagerBundleInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDiagnosticManagerLogDescriptor(v) => Object::ArrayOfDiagnosticManagerLogDescriptor(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDirectPathProfileInfo(v) => Object::ArrayOfDirectPathProfileInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v) => Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDirectPathProfileManagerCapacityResult(v) => Object::ArrayOfDirectPathProfileManagerCapacityResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDiskChangeExtent(v) => Object::ArrayOfDiskChangeExtent(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualPort(v) => Object::ArrayOfDistributedVirtualPort(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualPortgroupInfo(v) => Object::ArrayOfDistributedVirtualPortgroupInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualPortgroupProblem(v) => Object::ArrayOfDistributedVirtualPortgroupProblem(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchHostMember(v) => Object::ArrayOfDistributedVirtualSwitchHostMember(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v) => Object::ArrayOfDistributedVirtualSwitchHostProductSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchInfo(v) => Object::ArrayOfDistributedVirtualSwitchInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v) => Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(v) => Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(v) => Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(v) => Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(v) => Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchProductSpec(v) => Object::ArrayOfDistributedVirtualSwitchProductSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDpuStatusInfo(v) => Object::ArrayOfDpuStatusInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDpuStatusInfoOperationalInfo(v) => Object::ArrayOfDpuStatusInfoOperationalInfo(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-faults")] Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => Object::ArrayOfDvsApplyOperationFaultFaultOnObject(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsFilterConfig(v) => Object::ArrayOfDvsFilterConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsHostInfrastructureTrafficResource(v) => Object::ArrayOfDvsHostInfrastructureTrafficResource(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsHostVNicProfile(v) => Object::ArrayOfDvsHostVNicProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsNetworkRuleQualifier(v) => Object::ArrayOfDvsNetworkRuleQualifier(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-faults")] Object::ArrayOfDvsOperationBulkFaultFaultOnHost(v) => Object::ArrayOfDvsOperationBulkFaultFaultOnHost(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-events")] Object::ArrayOfDvsOutOfSyncHostArgument(v) => Object::ArrayOfDvsOutOfSyncHostArgument(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsProfile(v) => Object::ArrayOfDvsProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsServiceConsoleVNicProfile(v) => Object::ArrayOfDvsServiceConsoleVNicProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsTrafficRule(v) => Object::ArrayOfDvsTrafficRule(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(v) => Object::ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsVmVnicResourcePoolConfigSpec(v) => Object::ArrayOfDvsVmVnicResourcePoolConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsVnicAllocatedResource(v) => Object::ArrayOfDvsVnicAllocatedResource(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDynamicProperty(v) => Object::ArrayOfDynamicProperty(Box::new(x::clone_vec(v))),
-            Object::ArrayOfEVCMode(v) => Object::ArrayOfEVCMode(Box::new(x::clone_vec(v))),
-            Object::ArrayOfElementDescription(v) => Object::ArrayOfElementDescription(Box::new(x::clone_vec(v))),
-            Object::ArrayOfEntityBackupConfig(v) => Object::ArrayOfEntityBackupConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfEntityPrivilege(v) => Object::ArrayOfEntityPrivilege(Box::new(x::clone_vec(v))),
-            Object::ArrayOfEnumDescription(v) => Object::ArrayOfEnumDescription(Box::new(x::clone_vec(v))),
-            Object::ArrayOfEvent(v) => Object::ArrayOfEvent(Box::new(x::clone_vec(v))),
-            Object::ArrayOfEventAlarmExpressionComparison(v) => Object::ArrayOfEventAlarmExpressionComparison(Box::new(x::clone_vec(v))),
-            Object::ArrayOfEventArgDesc(v) => Object::ArrayOfEventArgDesc(Box::new(x::clone_vec(v))),
-            Object::ArrayOfEventDescriptionEventDetail(v) => Object::ArrayOfEventDescriptionEventDetail(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtManagedEntityInfo(v) => Object::ArrayOfExtManagedEntityInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtSolutionManagerInfoTabInfo(v) => Object::ArrayOfExtSolutionManagerInfoTabInfo(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-events")] Object::ArrayOfExtendedEventPair(v) => Object::ArrayOfExtendedEventPair(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtension(v) => Object::ArrayOfExtension(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtensionClientInfo(v) => Object::ArrayOfExtensionClientInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtensionEventTypeInfo(v) => Object::ArrayOfExtensionEventTypeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtensionFaultTypeInfo(v) => Object::ArrayOfExtensionFaultTypeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtensionManagerIpAllocationUsage(v) => Object::ArrayOfExtensionManagerIpAllocationUsage(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtensionPrivilegeInfo(v) => Object::ArrayOfExtensionPrivilegeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtensionResourceInfo(v) => Object::ArrayOfExtensionResourceInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtensionServerInfo(v) => Object::ArrayOfExtensionServerInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtensionTaskTypeInfo(v) => Object::ArrayOfExtensionTaskTypeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFaultToleranceDiskSpec(v) => Object::ArrayOfFaultToleranceDiskSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFaultsByHost(v) => Object::ArrayOfFaultsByHost(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFaultsByVM(v) => Object::ArrayOfFaultsByVM(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFcoeConfigVlanRange(v) => Object::ArrayOfFcoeConfigVlanRange(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFeatureEVCMode(v) => Object::ArrayOfFeatureEVCMode(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFileInfo(v) => Object::ArrayOfFileInfo(Box::new(x::clone_vec(v))),
-        }
     }
 }
 
@@ -565,7 +477,7 @@ impl x::DataObject for Object {
             Object::ArrayOfDatastoreVVolContainerFailoverPair(_) => "ArrayOfDatastoreVVolContainerFailoverPair",
             Object::ArrayOfDesiredSoftwareSpecComponentSpec(_) => "ArrayOfDesiredSoftwareSpecComponentSpec",
             Object::ArrayOfDiagnosticManagerBundleInfo(_) => "ArrayOfDiagnosticManagerBundleInfo",
-            Object::ArrayOfDiagnosticManagerLogDescriptor(_) => "ArrayOfDiagnosticManagerLogDescriptor",
+            #[cfg(feature = "admin")] Object::ArrayOfDiagnosticManagerLogDescriptor(_) => "ArrayOfDiagnosticManagerLogDescriptor",
             Object::ArrayOfDirectPathProfileInfo(_) => "ArrayOfDirectPathProfileInfo",
             Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(_) => "ArrayOfDirectPathProfileManagerCapacityQuerySpec",
             Object::ArrayOfDirectPathProfileManagerCapacityResult(_) => "ArrayOfDirectPathProfileManagerCapacityResult",
@@ -605,24 +517,24 @@ impl x::DataObject for Object {
             Object::ArrayOfEVCMode(_) => "ArrayOfEVCMode",
             Object::ArrayOfElementDescription(_) => "ArrayOfElementDescription",
             Object::ArrayOfEntityBackupConfig(_) => "ArrayOfEntityBackupConfig",
-            Object::ArrayOfEntityPrivilege(_) => "ArrayOfEntityPrivilege",
+            #[cfg(feature = "admin")] Object::ArrayOfEntityPrivilege(_) => "ArrayOfEntityPrivilege",
             Object::ArrayOfEnumDescription(_) => "ArrayOfEnumDescription",
             Object::ArrayOfEvent(_) => "ArrayOfEvent",
             Object::ArrayOfEventAlarmExpressionComparison(_) => "ArrayOfEventAlarmExpressionComparison",
             Object::ArrayOfEventArgDesc(_) => "ArrayOfEventArgDesc",
             Object::ArrayOfEventDescriptionEventDetail(_) => "ArrayOfEventDescriptionEventDetail",
-            Object::ArrayOfExtManagedEntityInfo(_) => "ArrayOfExtManagedEntityInfo",
-            Object::ArrayOfExtSolutionManagerInfoTabInfo(_) => "ArrayOfExtSolutionManagerInfoTabInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfExtManagedEntityInfo(_) => "ArrayOfExtManagedEntityInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfExtSolutionManagerInfoTabInfo(_) => "ArrayOfExtSolutionManagerInfoTabInfo",
             #[cfg(feature = "all-events")] Object::ArrayOfExtendedEventPair(_) => "ArrayOfExtendedEventPair",
-            Object::ArrayOfExtension(_) => "ArrayOfExtension",
-            Object::ArrayOfExtensionClientInfo(_) => "ArrayOfExtensionClientInfo",
-            Object::ArrayOfExtensionEventTypeInfo(_) => "ArrayOfExtensionEventTypeInfo",
-            Object::ArrayOfExtensionFaultTypeInfo(_) => "ArrayOfExtensionFaultTypeInfo",
-            Object::ArrayOfExtensionManagerIpAllocationUsage(_) => "ArrayOfExtensionManagerIpAllocationUsage",
-            Object::ArrayOfExtensionPrivilegeInfo(_) => "ArrayOfExtensionPrivilegeInfo",
-            Object::ArrayOfExtensionResourceInfo(_) => "ArrayOfExtensionResourceInfo",
-            Object::ArrayOfExtensionServerInfo(_) => "ArrayOfExtensionServerInfo",
-            Object::ArrayOfExtensionTaskTypeInfo(_) => "ArrayOfExtensionTaskTypeInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfExtension(_) => "ArrayOfExtension",
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionClientInfo(_) => "ArrayOfExtensionClientInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionEventTypeInfo(_) => "ArrayOfExtensionEventTypeInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionFaultTypeInfo(_) => "ArrayOfExtensionFaultTypeInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionManagerIpAllocationUsage(_) => "ArrayOfExtensionManagerIpAllocationUsage",
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionPrivilegeInfo(_) => "ArrayOfExtensionPrivilegeInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionResourceInfo(_) => "ArrayOfExtensionResourceInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionServerInfo(_) => "ArrayOfExtensionServerInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionTaskTypeInfo(_) => "ArrayOfExtensionTaskTypeInfo",
             Object::ArrayOfFaultToleranceDiskSpec(_) => "ArrayOfFaultToleranceDiskSpec",
             Object::ArrayOfFaultsByHost(_) => "ArrayOfFaultsByHost",
             Object::ArrayOfFaultsByVM(_) => "ArrayOfFaultsByVM",
@@ -639,7 +551,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -665,7 +577,7 @@ impl x::DataObject for Object {
             Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDesiredSoftwareSpecComponentSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDiagnosticManagerBundleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDiagnosticManagerLogDescriptor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDiagnosticManagerLogDescriptor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDirectPathProfileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDirectPathProfileManagerCapacityResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -705,24 +617,24 @@ impl x::DataObject for Object {
             Object::ArrayOfEVCMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfElementDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfEntityBackupConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfEntityPrivilege(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfEntityPrivilege(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfEnumDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfEventAlarmExpressionComparison(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfEventArgDesc(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfEventDescriptionEventDetail(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfExtManagedEntityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfExtSolutionManagerInfoTabInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfExtManagedEntityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfExtSolutionManagerInfoTabInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ArrayOfExtendedEventPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfExtension(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfExtensionClientInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfExtensionEventTypeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfExtensionFaultTypeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfExtensionManagerIpAllocationUsage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfExtensionPrivilegeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfExtensionResourceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfExtensionServerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfExtensionTaskTypeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfExtension(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionClientInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionEventTypeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionFaultTypeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionManagerIpAllocationUsage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionPrivilegeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionResourceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionServerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfExtensionTaskTypeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfFaultToleranceDiskSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfFaultsByHost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfFaultsByVM(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1006,7 +918,7 @@ impl x::ObjectArrayItem for DiagnosticManagerBundleInfo {
     }
 }
 
-impl x::ObjectArrayItem for DiagnosticManagerLogDescriptor {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for DiagnosticManagerLogDescriptor {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<DiagnosticManagerLogDescriptor>>) -> Object {
@@ -1646,7 +1558,7 @@ impl x::ObjectArrayItem for EntityBackupConfig {
     }
 }
 
-impl x::ObjectArrayItem for EntityPrivilege {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for EntityPrivilege {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<EntityPrivilege>>) -> Object {
@@ -1742,7 +1654,7 @@ impl x::ObjectArrayItem for EventDescriptionEventDetail {
     }
 }
 
-impl x::ObjectArrayItem for ExtManagedEntityInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ExtManagedEntityInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ExtManagedEntityInfo>>) -> Object {
@@ -1758,7 +1670,7 @@ impl x::ObjectArrayItem for ExtManagedEntityInfo {
     }
 }
 
-impl x::ObjectArrayItem for ExtSolutionManagerInfoTabInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ExtSolutionManagerInfoTabInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ExtSolutionManagerInfoTabInfo>>) -> Object {
@@ -1790,7 +1702,7 @@ impl x::ObjectArrayItem for ExtSolutionManagerInfoTabInfo {
     }
 }
 
-impl x::ObjectArrayItem for Extension {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for Extension {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<Extension>>) -> Object {
@@ -1806,7 +1718,7 @@ impl x::ObjectArrayItem for Extension {
     }
 }
 
-impl x::ObjectArrayItem for ExtensionClientInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ExtensionClientInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ExtensionClientInfo>>) -> Object {
@@ -1822,7 +1734,7 @@ impl x::ObjectArrayItem for ExtensionClientInfo {
     }
 }
 
-impl x::ObjectArrayItem for ExtensionEventTypeInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ExtensionEventTypeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ExtensionEventTypeInfo>>) -> Object {
@@ -1838,7 +1750,7 @@ impl x::ObjectArrayItem for ExtensionEventTypeInfo {
     }
 }
 
-impl x::ObjectArrayItem for ExtensionFaultTypeInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ExtensionFaultTypeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ExtensionFaultTypeInfo>>) -> Object {
@@ -1854,7 +1766,7 @@ impl x::ObjectArrayItem for ExtensionFaultTypeInfo {
     }
 }
 
-impl x::ObjectArrayItem for ExtensionManagerIpAllocationUsage {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ExtensionManagerIpAllocationUsage {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ExtensionManagerIpAllocationUsage>>) -> Object {
@@ -1870,7 +1782,7 @@ impl x::ObjectArrayItem for ExtensionManagerIpAllocationUsage {
     }
 }
 
-impl x::ObjectArrayItem for ExtensionPrivilegeInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ExtensionPrivilegeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ExtensionPrivilegeInfo>>) -> Object {
@@ -1886,7 +1798,7 @@ impl x::ObjectArrayItem for ExtensionPrivilegeInfo {
     }
 }
 
-impl x::ObjectArrayItem for ExtensionResourceInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ExtensionResourceInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ExtensionResourceInfo>>) -> Object {
@@ -1902,7 +1814,7 @@ impl x::ObjectArrayItem for ExtensionResourceInfo {
     }
 }
 
-impl x::ObjectArrayItem for ExtensionServerInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ExtensionServerInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ExtensionServerInfo>>) -> Object {
@@ -1918,7 +1830,7 @@ impl x::ObjectArrayItem for ExtensionServerInfo {
     }
 }
 
-impl x::ObjectArrayItem for ExtensionTaskTypeInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ExtensionTaskTypeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ExtensionTaskTypeInfo>>) -> Object {

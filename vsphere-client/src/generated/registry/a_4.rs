@@ -201,18 +201,18 @@ pub enum Object {
     ArrayOfGuestStackInfo(Box<Vec<GuestStackInfo>>),
     ArrayOfHbrManagerVmReplicationCapability(Box<Vec<HbrManagerVmReplicationCapability>>),
     ArrayOfHbrTargetSpec(Box<Vec<HbrTargetSpec>>),
-    ArrayOfHealthUpdate(Box<Vec<HealthUpdate>>),
-    ArrayOfHealthUpdateInfo(Box<Vec<HealthUpdateInfo>>),
-    ArrayOfHostAccessControlEntry(Box<Vec<HostAccessControlEntry>>),
+    #[cfg(feature = "admin")] ArrayOfHealthUpdate(Box<Vec<HealthUpdate>>),
+    #[cfg(feature = "admin")] ArrayOfHealthUpdateInfo(Box<Vec<HealthUpdateInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostAccessControlEntry(Box<Vec<HostAccessControlEntry>>),
     ArrayOfHostAccountSpec(Box<Vec<AnyHostAccountSpec>>),
     ArrayOfHostActiveDirectory(Box<Vec<HostActiveDirectory>>),
     ArrayOfHostAssignableHardwareBinding(Box<Vec<HostAssignableHardwareBinding>>),
     ArrayOfHostAssignableHardwareConfigAttributeOverride(Box<Vec<HostAssignableHardwareConfigAttributeOverride>>),
     ArrayOfHostAuthenticationInfo(Box<Vec<HostAuthenticationInfo>>),
     ArrayOfHostAuthenticationStoreInfo(Box<Vec<AnyHostAuthenticationStoreInfo>>),
-    ArrayOfHostBootDevice(Box<Vec<HostBootDevice>>),
+    #[cfg(feature = "admin")] ArrayOfHostBootDevice(Box<Vec<HostBootDevice>>),
     ArrayOfHostCacheConfigurationInfo(Box<Vec<HostCacheConfigurationInfo>>),
-    ArrayOfHostCertificateManagerCertificateInfo(Box<Vec<HostCertificateManagerCertificateInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostCertificateManagerCertificateInfo(Box<Vec<HostCertificateManagerCertificateInfo>>),
     ArrayOfHostConnectInfoNetworkInfo(Box<Vec<AnyHostConnectInfoNetworkInfo>>),
     ArrayOfHostConnectSpec(Box<Vec<HostConnectSpec>>),
     ArrayOfHostCpuIdInfo(Box<Vec<HostCpuIdInfo>>),
@@ -224,12 +224,12 @@ pub enum Object {
     ArrayOfHostDhcpService(Box<Vec<HostDhcpService>>),
     ArrayOfHostDhcpServiceConfig(Box<Vec<HostDhcpServiceConfig>>),
     ArrayOfHostDiagnosticPartition(Box<Vec<HostDiagnosticPartition>>),
-    ArrayOfHostDiagnosticPartitionCreateOption(Box<Vec<HostDiagnosticPartitionCreateOption>>),
+    #[cfg(feature = "admin")] ArrayOfHostDiagnosticPartitionCreateOption(Box<Vec<HostDiagnosticPartitionCreateOption>>),
     ArrayOfHostDiskConfigurationResult(Box<Vec<HostDiskConfigurationResult>>),
     ArrayOfHostDiskMappingPartitionOption(Box<Vec<HostDiskMappingPartitionOption>>),
     ArrayOfHostDiskPartitionAttributes(Box<Vec<HostDiskPartitionAttributes>>),
     ArrayOfHostDiskPartitionBlockRange(Box<Vec<HostDiskPartitionBlockRange>>),
-    ArrayOfHostDiskPartitionInfo(Box<Vec<HostDiskPartitionInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostDiskPartitionInfo(Box<Vec<HostDiskPartitionInfo>>),
     ArrayOfHostDvxClass(Box<Vec<HostDvxClass>>),
     ArrayOfHostEventArgument(Box<Vec<HostEventArgument>>),
     ArrayOfHostFeatureCapability(Box<Vec<HostFeatureCapability>>),
@@ -296,18 +296,18 @@ fn decode(
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfGuestStackInfo(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHbrManagerVmReplicationCapability(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHbrTargetSpec(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHealthUpdate(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHealthUpdateInfo(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAccessControlEntry(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHealthUpdate(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHealthUpdateInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAccessControlEntry(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAccountSpec(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostActiveDirectory(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAssignableHardwareBinding(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAuthenticationInfo(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAuthenticationStoreInfo(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostBootDevice(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostBootDevice(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostCacheConfigurationInfo(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostCertificateManagerCertificateInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostCertificateManagerCertificateInfo(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostConnectInfoNetworkInfo(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostConnectSpec(v), Err(e) => return Some(Err(e)) },
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostCpuIdInfo(v), Err(e) => return Some(Err(e)) },
@@ -319,12 +319,12 @@ fn decode(
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDhcpService(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDhcpServiceConfig(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiagnosticPartition(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiagnosticPartitionCreateOption(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiagnosticPartitionCreateOption(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskConfigurationResult(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskMappingPartitionOption(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskPartitionAttributes(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskPartitionBlockRange(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskPartitionInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskPartitionInfo(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDvxClass(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostEventArgument(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFeatureCapability(v), Err(e) => return Some(Err(e)) },
@@ -385,18 +385,18 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfGuestStackInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHbrManagerVmReplicationCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHbrTargetSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHealthUpdate(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHealthUpdateInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostAccessControlEntry(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHealthUpdate(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHealthUpdateInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAccessControlEntry(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostAccountSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostActiveDirectory(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostAssignableHardwareBinding(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostAuthenticationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostAuthenticationStoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostBootDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostBootDevice(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostCacheConfigurationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostCertificateManagerCertificateInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostCertificateManagerCertificateInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostConnectInfoNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostConnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostCpuIdInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -408,12 +408,12 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfHostDhcpService(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostDhcpServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostDiagnosticPartition(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostDiagnosticPartitionCreateOption(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDiagnosticPartitionCreateOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostDiskConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostDiskMappingPartitionOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostDiskPartitionAttributes(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostDiskPartitionBlockRange(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostDiskPartitionInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDiskPartitionInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostDvxClass(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostFeatureCapability(v) => std::fmt::Debug::fmt(&**v, f),
@@ -455,94 +455,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ArrayOfFileLockInfo(v) => Object::ArrayOfFileLockInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFileQuery(v) => Object::ArrayOfFileQuery(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFirewallProfileRulesetProfile(v) => Object::ArrayOfFirewallProfileRulesetProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFolderFailedHostResult(v) => Object::ArrayOfFolderFailedHostResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFolderNewHostSpec(v) => Object::ArrayOfFolderNewHostSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestAliases(v) => Object::ArrayOfGuestAliases(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestAuthAliasInfo(v) => Object::ArrayOfGuestAuthAliasInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestAuthSubject(v) => Object::ArrayOfGuestAuthSubject(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestDiskInfo(v) => Object::ArrayOfGuestDiskInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestFileInfo(v) => Object::ArrayOfGuestFileInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestInfoNamespaceGenerationInfo(v) => Object::ArrayOfGuestInfoNamespaceGenerationInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestInfoVirtualDiskMapping(v) => Object::ArrayOfGuestInfoVirtualDiskMapping(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestMappedAliases(v) => Object::ArrayOfGuestMappedAliases(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestNicInfo(v) => Object::ArrayOfGuestNicInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestOsDescriptor(v) => Object::ArrayOfGuestOsDescriptor(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestProcessInfo(v) => Object::ArrayOfGuestProcessInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestRegKeyRecordSpec(v) => Object::ArrayOfGuestRegKeyRecordSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestRegValueSpec(v) => Object::ArrayOfGuestRegValueSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestStackInfo(v) => Object::ArrayOfGuestStackInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHbrManagerVmReplicationCapability(v) => Object::ArrayOfHbrManagerVmReplicationCapability(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHbrTargetSpec(v) => Object::ArrayOfHbrTargetSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHealthUpdate(v) => Object::ArrayOfHealthUpdate(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHealthUpdateInfo(v) => Object::ArrayOfHealthUpdateInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostAccessControlEntry(v) => Object::ArrayOfHostAccessControlEntry(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostAccountSpec(v) => Object::ArrayOfHostAccountSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostActiveDirectory(v) => Object::ArrayOfHostActiveDirectory(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostAssignableHardwareBinding(v) => Object::ArrayOfHostAssignableHardwareBinding(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostAuthenticationInfo(v) => Object::ArrayOfHostAuthenticationInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostAuthenticationStoreInfo(v) => Object::ArrayOfHostAuthenticationStoreInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostBootDevice(v) => Object::ArrayOfHostBootDevice(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostCacheConfigurationInfo(v) => Object::ArrayOfHostCacheConfigurationInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostCertificateManagerCertificateInfo(v) => Object::ArrayOfHostCertificateManagerCertificateInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostConnectInfoNetworkInfo(v) => Object::ArrayOfHostConnectInfoNetworkInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostConnectSpec(v) => Object::ArrayOfHostConnectSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostCpuIdInfo(v) => Object::ArrayOfHostCpuIdInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostCpuPackage(v) => Object::ArrayOfHostCpuPackage(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDatastoreBrowserSearchResults(v) => Object::ArrayOfHostDatastoreBrowserSearchResults(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDatastoreConnectInfo(v) => Object::ArrayOfHostDatastoreConnectInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDatastoreSystemDatastoreResult(v) => Object::ArrayOfHostDatastoreSystemDatastoreResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDateTimeSystemTimeZone(v) => Object::ArrayOfHostDateTimeSystemTimeZone(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDhcpService(v) => Object::ArrayOfHostDhcpService(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDhcpServiceConfig(v) => Object::ArrayOfHostDhcpServiceConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDiagnosticPartition(v) => Object::ArrayOfHostDiagnosticPartition(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDiagnosticPartitionCreateOption(v) => Object::ArrayOfHostDiagnosticPartitionCreateOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDiskConfigurationResult(v) => Object::ArrayOfHostDiskConfigurationResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDiskMappingPartitionOption(v) => Object::ArrayOfHostDiskMappingPartitionOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDiskPartitionAttributes(v) => Object::ArrayOfHostDiskPartitionAttributes(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDiskPartitionBlockRange(v) => Object::ArrayOfHostDiskPartitionBlockRange(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDiskPartitionInfo(v) => Object::ArrayOfHostDiskPartitionInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDvxClass(v) => Object::ArrayOfHostDvxClass(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostEventArgument(v) => Object::ArrayOfHostEventArgument(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostFeatureCapability(v) => Object::ArrayOfHostFeatureCapability(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostFeatureMask(v) => Object::ArrayOfHostFeatureMask(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostFeatureVersionInfo(v) => Object::ArrayOfHostFeatureVersionInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostFileSystemMountInfo(v) => Object::ArrayOfHostFileSystemMountInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostFirewallConfigRuleSetConfig(v) => Object::ArrayOfHostFirewallConfigRuleSetConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostFirewallRule(v) => Object::ArrayOfHostFirewallRule(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostFirewallRuleset(v) => Object::ArrayOfHostFirewallRuleset(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostFirewallRulesetIpNetwork(v) => Object::ArrayOfHostFirewallRulesetIpNetwork(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostGraphicsConfigDeviceType(v) => Object::ArrayOfHostGraphicsConfigDeviceType(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostGraphicsInfo(v) => Object::ArrayOfHostGraphicsInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostHardwareElementInfo(v) => Object::ArrayOfHostHardwareElementInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostHostBusAdapter(v) => Object::ArrayOfHostHostBusAdapter(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostInternetScsiHbaIscsiIpv6Address(v) => Object::ArrayOfHostInternetScsiHbaIscsiIpv6Address(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostInternetScsiHbaParamValue(v) => Object::ArrayOfHostInternetScsiHbaParamValue(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostInternetScsiHbaSendTarget(v) => Object::ArrayOfHostInternetScsiHbaSendTarget(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostInternetScsiHbaStaticTarget(v) => Object::ArrayOfHostInternetScsiHbaStaticTarget(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostIoFilterInfo(v) => Object::ArrayOfHostIoFilterInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostIpConfigIpV6Address(v) => Object::ArrayOfHostIpConfigIpV6Address(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostIpRouteEntry(v) => Object::ArrayOfHostIpRouteEntry(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostIpRouteOp(v) => Object::ArrayOfHostIpRouteOp(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec(v) => Object::ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteResult(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostLowLevelProvisioningManagerFileReserveResult(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileReserveResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostLowLevelProvisioningManagerFileReserveSpec(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileReserveSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec(v) => Object::ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostMemberHealthCheckResult(v) => Object::ArrayOfHostMemberHealthCheckResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostMemberRuntimeInfo(v) => Object::ArrayOfHostMemberRuntimeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostMemoryTierInfo(v) => Object::ArrayOfHostMemoryTierInfo(Box::new(x::clone_vec(v))),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -567,18 +479,18 @@ impl x::DataObject for Object {
             Object::ArrayOfGuestStackInfo(_) => "ArrayOfGuestStackInfo",
             Object::ArrayOfHbrManagerVmReplicationCapability(_) => "ArrayOfHbrManagerVmReplicationCapability",
             Object::ArrayOfHbrTargetSpec(_) => "ArrayOfHbrTargetSpec",
-            Object::ArrayOfHealthUpdate(_) => "ArrayOfHealthUpdate",
-            Object::ArrayOfHealthUpdateInfo(_) => "ArrayOfHealthUpdateInfo",
-            Object::ArrayOfHostAccessControlEntry(_) => "ArrayOfHostAccessControlEntry",
+            #[cfg(feature = "admin")] Object::ArrayOfHealthUpdate(_) => "ArrayOfHealthUpdate",
+            #[cfg(feature = "admin")] Object::ArrayOfHealthUpdateInfo(_) => "ArrayOfHealthUpdateInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostAccessControlEntry(_) => "ArrayOfHostAccessControlEntry",
             Object::ArrayOfHostAccountSpec(_) => "ArrayOfHostAccountSpec",
             Object::ArrayOfHostActiveDirectory(_) => "ArrayOfHostActiveDirectory",
             Object::ArrayOfHostAssignableHardwareBinding(_) => "ArrayOfHostAssignableHardwareBinding",
             Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(_) => "ArrayOfHostAssignableHardwareConfigAttributeOverride",
             Object::ArrayOfHostAuthenticationInfo(_) => "ArrayOfHostAuthenticationInfo",
             Object::ArrayOfHostAuthenticationStoreInfo(_) => "ArrayOfHostAuthenticationStoreInfo",
-            Object::ArrayOfHostBootDevice(_) => "ArrayOfHostBootDevice",
+            #[cfg(feature = "admin")] Object::ArrayOfHostBootDevice(_) => "ArrayOfHostBootDevice",
             Object::ArrayOfHostCacheConfigurationInfo(_) => "ArrayOfHostCacheConfigurationInfo",
-            Object::ArrayOfHostCertificateManagerCertificateInfo(_) => "ArrayOfHostCertificateManagerCertificateInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostCertificateManagerCertificateInfo(_) => "ArrayOfHostCertificateManagerCertificateInfo",
             Object::ArrayOfHostConnectInfoNetworkInfo(_) => "ArrayOfHostConnectInfoNetworkInfo",
             Object::ArrayOfHostConnectSpec(_) => "ArrayOfHostConnectSpec",
             Object::ArrayOfHostCpuIdInfo(_) => "ArrayOfHostCpuIdInfo",
@@ -590,12 +502,12 @@ impl x::DataObject for Object {
             Object::ArrayOfHostDhcpService(_) => "ArrayOfHostDhcpService",
             Object::ArrayOfHostDhcpServiceConfig(_) => "ArrayOfHostDhcpServiceConfig",
             Object::ArrayOfHostDiagnosticPartition(_) => "ArrayOfHostDiagnosticPartition",
-            Object::ArrayOfHostDiagnosticPartitionCreateOption(_) => "ArrayOfHostDiagnosticPartitionCreateOption",
+            #[cfg(feature = "admin")] Object::ArrayOfHostDiagnosticPartitionCreateOption(_) => "ArrayOfHostDiagnosticPartitionCreateOption",
             Object::ArrayOfHostDiskConfigurationResult(_) => "ArrayOfHostDiskConfigurationResult",
             Object::ArrayOfHostDiskMappingPartitionOption(_) => "ArrayOfHostDiskMappingPartitionOption",
             Object::ArrayOfHostDiskPartitionAttributes(_) => "ArrayOfHostDiskPartitionAttributes",
             Object::ArrayOfHostDiskPartitionBlockRange(_) => "ArrayOfHostDiskPartitionBlockRange",
-            Object::ArrayOfHostDiskPartitionInfo(_) => "ArrayOfHostDiskPartitionInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostDiskPartitionInfo(_) => "ArrayOfHostDiskPartitionInfo",
             Object::ArrayOfHostDvxClass(_) => "ArrayOfHostDvxClass",
             Object::ArrayOfHostEventArgument(_) => "ArrayOfHostEventArgument",
             Object::ArrayOfHostFeatureCapability(_) => "ArrayOfHostFeatureCapability",
@@ -637,7 +549,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -667,18 +579,18 @@ impl x::DataObject for Object {
             Object::ArrayOfGuestStackInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHbrManagerVmReplicationCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHbrTargetSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHealthUpdate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHealthUpdateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostAccessControlEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHealthUpdate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHealthUpdateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAccessControlEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostAccountSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostActiveDirectory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostAssignableHardwareBinding(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostAuthenticationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostAuthenticationStoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostBootDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostBootDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostCacheConfigurationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostCertificateManagerCertificateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostCertificateManagerCertificateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostConnectInfoNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostConnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostCpuIdInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -690,12 +602,12 @@ impl x::DataObject for Object {
             Object::ArrayOfHostDhcpService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostDhcpServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostDiagnosticPartition(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostDiagnosticPartitionCreateOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDiagnosticPartitionCreateOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostDiskConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostDiskMappingPartitionOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostDiskPartitionAttributes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostDiskPartitionBlockRange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostDiskPartitionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDiskPartitionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostDvxClass(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostFeatureCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -740,11 +652,11 @@ impl x::ObjectArrayItem for FileLockInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<FileLockInfo>> {
-        match object { Object::ArrayOfFileLockInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfFileLockInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<FileLockInfo>>, Object> {
-        match object { Object::ArrayOfFileLockInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfFileLockInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -756,11 +668,11 @@ impl x::ObjectArrayItem for AnyFileQuery {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyFileQuery>> {
-        match object { Object::ArrayOfFileQuery(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfFileQuery(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyFileQuery>>, Object> {
-        match object { Object::ArrayOfFileQuery(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfFileQuery(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -772,11 +684,11 @@ impl x::ObjectArrayItem for FirewallProfileRulesetProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<FirewallProfileRulesetProfile>> {
-        match object { Object::ArrayOfFirewallProfileRulesetProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfFirewallProfileRulesetProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<FirewallProfileRulesetProfile>>, Object> {
-        match object { Object::ArrayOfFirewallProfileRulesetProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfFirewallProfileRulesetProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -788,11 +700,11 @@ impl x::ObjectArrayItem for FolderFailedHostResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<FolderFailedHostResult>> {
-        match object { Object::ArrayOfFolderFailedHostResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfFolderFailedHostResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<FolderFailedHostResult>>, Object> {
-        match object { Object::ArrayOfFolderFailedHostResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfFolderFailedHostResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -804,11 +716,11 @@ impl x::ObjectArrayItem for FolderNewHostSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<FolderNewHostSpec>> {
-        match object { Object::ArrayOfFolderNewHostSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfFolderNewHostSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<FolderNewHostSpec>>, Object> {
-        match object { Object::ArrayOfFolderNewHostSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfFolderNewHostSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -820,11 +732,11 @@ impl x::ObjectArrayItem for GuestAliases {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<GuestAliases>> {
-        match object { Object::ArrayOfGuestAliases(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfGuestAliases(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<GuestAliases>>, Object> {
-        match object { Object::ArrayOfGuestAliases(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfGuestAliases(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -836,11 +748,11 @@ impl x::ObjectArrayItem for GuestAuthAliasInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<GuestAuthAliasInfo>> {
-        match object { Object::ArrayOfGuestAuthAliasInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfGuestAuthAliasInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<GuestAuthAliasInfo>>, Object> {
-        match object { Object::ArrayOfGuestAuthAliasInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfGuestAuthAliasInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -852,11 +764,11 @@ impl x::ObjectArrayItem for AnyGuestAuthSubject {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyGuestAuthSubject>> {
-        match object { Object::ArrayOfGuestAuthSubject(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfGuestAuthSubject(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyGuestAuthSubject>>, Object> {
-        match object { Object::ArrayOfGuestAuthSubject(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfGuestAuthSubject(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -868,11 +780,11 @@ impl x::ObjectArrayItem for GuestDiskInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<GuestDiskInfo>> {
-        match object { Object::ArrayOfGuestDiskInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfGuestDiskInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<GuestDiskInfo>>, Object> {
-        match object { Object::ArrayOfGuestDiskInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfGuestDiskInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -884,11 +796,11 @@ impl x::ObjectArrayItem for GuestFileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<GuestFileInfo>> {
-        match object { Object::ArrayOfGuestFileInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfGuestFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<GuestFileInfo>>, Object> {
-        match object { Object::ArrayOfGuestFileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfGuestFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -900,11 +812,11 @@ impl x::ObjectArrayItem for GuestInfoNamespaceGenerationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<GuestInfoNamespaceGenerationInfo>> {
-        match object { Object::ArrayOfGuestInfoNamespaceGenerationInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfGuestInfoNamespaceGenerationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<GuestInfoNamespaceGenerationInfo>>, Object> {
-        match object { Object::ArrayOfGuestInfoNamespaceGenerationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfGuestInfoNamespaceGenerationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -916,11 +828,11 @@ impl x::ObjectArrayItem for GuestInfoVirtualDiskMapping {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<GuestInfoVirtualDiskMapping>> {
-        match object { Object::ArrayOfGuestInfoVirtualDiskMapping(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfGuestInfoVirtualDiskMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<GuestInfoVirtualDiskMapping>>, Object> {
-        match object { Object::ArrayOfGuestInfoVirtualDiskMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfGuestInfoVirtualDiskMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -932,11 +844,11 @@ impl x::ObjectArrayItem for GuestMappedAliases {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<GuestMappedAliases>> {
-        match object { Object::ArrayOfGuestMappedAliases(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfGuestMappedAliases(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<GuestMappedAliases>>, Object> {
-        match object { Object::ArrayOfGuestMappedAliases(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfGuestMappedAliases(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -948,11 +860,11 @@ impl x::ObjectArrayItem for GuestNicInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<GuestNicInfo>> {
-        match object { Object::ArrayOfGuestNicInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfGuestNicInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<GuestNicInfo>>, Object> {
-        match object { Object::ArrayOfGuestNicInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfGuestNicInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -964,11 +876,11 @@ impl x::ObjectArrayItem for GuestOsDescriptor {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<GuestOsDescriptor>> {
-        match object { Object::ArrayOfGuestOsDescriptor(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfGuestOsDescriptor(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<GuestOsDescriptor>>, Object> {
-        match object { Object::ArrayOfGuestOsDescriptor(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfGuestOsDescriptor(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -980,11 +892,11 @@ impl x::ObjectArrayItem for GuestProcessInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<GuestProcessInfo>> {
-        match object { Object::ArrayOfGuestProcessInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfGuestProcessInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<GuestProcessInfo>>, Object> {
-        match object { Object::ArrayOfGuestProcessInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfGuestProcessInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -996,11 +908,11 @@ impl x::ObjectArrayItem for GuestRegKeyRecordSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<GuestRegKeyRecordSpec>> {
-        match object { Object::ArrayOfGuestRegKeyRecordSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfGuestRegKeyRecordSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<GuestRegKeyRecordSpec>>, Object> {
-        match object { Object::ArrayOfGuestRegKeyRecordSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfGuestRegKeyRecordSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1012,11 +924,11 @@ impl x::ObjectArrayItem for GuestRegValueSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<GuestRegValueSpec>> {
-        match object { Object::ArrayOfGuestRegValueSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfGuestRegValueSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<GuestRegValueSpec>>, Object> {
-        match object { Object::ArrayOfGuestRegValueSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfGuestRegValueSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1028,11 +940,11 @@ impl x::ObjectArrayItem for GuestStackInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<GuestStackInfo>> {
-        match object { Object::ArrayOfGuestStackInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfGuestStackInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<GuestStackInfo>>, Object> {
-        match object { Object::ArrayOfGuestStackInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfGuestStackInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1044,11 +956,11 @@ impl x::ObjectArrayItem for HbrManagerVmReplicationCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HbrManagerVmReplicationCapability>> {
-        match object { Object::ArrayOfHbrManagerVmReplicationCapability(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHbrManagerVmReplicationCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HbrManagerVmReplicationCapability>>, Object> {
-        match object { Object::ArrayOfHbrManagerVmReplicationCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHbrManagerVmReplicationCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1060,15 +972,15 @@ impl x::ObjectArrayItem for HbrTargetSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HbrTargetSpec>> {
-        match object { Object::ArrayOfHbrTargetSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHbrTargetSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HbrTargetSpec>>, Object> {
-        match object { Object::ArrayOfHbrTargetSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHbrTargetSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for HealthUpdate {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HealthUpdate {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HealthUpdate>>) -> Object {
@@ -1076,15 +988,15 @@ impl x::ObjectArrayItem for HealthUpdate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HealthUpdate>> {
-        match object { Object::ArrayOfHealthUpdate(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHealthUpdate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HealthUpdate>>, Object> {
-        match object { Object::ArrayOfHealthUpdate(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHealthUpdate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for HealthUpdateInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HealthUpdateInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HealthUpdateInfo>>) -> Object {
@@ -1092,15 +1004,15 @@ impl x::ObjectArrayItem for HealthUpdateInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HealthUpdateInfo>> {
-        match object { Object::ArrayOfHealthUpdateInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHealthUpdateInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HealthUpdateInfo>>, Object> {
-        match object { Object::ArrayOfHealthUpdateInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHealthUpdateInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for HostAccessControlEntry {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostAccessControlEntry {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostAccessControlEntry>>) -> Object {
@@ -1108,11 +1020,11 @@ impl x::ObjectArrayItem for HostAccessControlEntry {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostAccessControlEntry>> {
-        match object { Object::ArrayOfHostAccessControlEntry(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostAccessControlEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostAccessControlEntry>>, Object> {
-        match object { Object::ArrayOfHostAccessControlEntry(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostAccessControlEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1124,11 +1036,11 @@ impl x::ObjectArrayItem for AnyHostAccountSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyHostAccountSpec>> {
-        match object { Object::ArrayOfHostAccountSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostAccountSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyHostAccountSpec>>, Object> {
-        match object { Object::ArrayOfHostAccountSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostAccountSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1140,11 +1052,11 @@ impl x::ObjectArrayItem for HostActiveDirectory {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostActiveDirectory>> {
-        match object { Object::ArrayOfHostActiveDirectory(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostActiveDirectory(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostActiveDirectory>>, Object> {
-        match object { Object::ArrayOfHostActiveDirectory(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostActiveDirectory(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1156,11 +1068,11 @@ impl x::ObjectArrayItem for HostAssignableHardwareBinding {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostAssignableHardwareBinding>> {
-        match object { Object::ArrayOfHostAssignableHardwareBinding(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostAssignableHardwareBinding(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostAssignableHardwareBinding>>, Object> {
-        match object { Object::ArrayOfHostAssignableHardwareBinding(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostAssignableHardwareBinding(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1172,11 +1084,11 @@ impl x::ObjectArrayItem for HostAssignableHardwareConfigAttributeOverride {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostAssignableHardwareConfigAttributeOverride>> {
-        match object { Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostAssignableHardwareConfigAttributeOverride>>, Object> {
-        match object { Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1188,11 +1100,11 @@ impl x::ObjectArrayItem for HostAuthenticationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostAuthenticationInfo>> {
-        match object { Object::ArrayOfHostAuthenticationInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostAuthenticationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostAuthenticationInfo>>, Object> {
-        match object { Object::ArrayOfHostAuthenticationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostAuthenticationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1204,15 +1116,15 @@ impl x::ObjectArrayItem for AnyHostAuthenticationStoreInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyHostAuthenticationStoreInfo>> {
-        match object { Object::ArrayOfHostAuthenticationStoreInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostAuthenticationStoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyHostAuthenticationStoreInfo>>, Object> {
-        match object { Object::ArrayOfHostAuthenticationStoreInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostAuthenticationStoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for HostBootDevice {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostBootDevice {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostBootDevice>>) -> Object {
@@ -1220,11 +1132,11 @@ impl x::ObjectArrayItem for HostBootDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostBootDevice>> {
-        match object { Object::ArrayOfHostBootDevice(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostBootDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostBootDevice>>, Object> {
-        match object { Object::ArrayOfHostBootDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostBootDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1236,15 +1148,15 @@ impl x::ObjectArrayItem for HostCacheConfigurationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostCacheConfigurationInfo>> {
-        match object { Object::ArrayOfHostCacheConfigurationInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostCacheConfigurationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostCacheConfigurationInfo>>, Object> {
-        match object { Object::ArrayOfHostCacheConfigurationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostCacheConfigurationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for HostCertificateManagerCertificateInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostCertificateManagerCertificateInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostCertificateManagerCertificateInfo>>) -> Object {
@@ -1252,11 +1164,11 @@ impl x::ObjectArrayItem for HostCertificateManagerCertificateInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostCertificateManagerCertificateInfo>> {
-        match object { Object::ArrayOfHostCertificateManagerCertificateInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostCertificateManagerCertificateInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostCertificateManagerCertificateInfo>>, Object> {
-        match object { Object::ArrayOfHostCertificateManagerCertificateInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostCertificateManagerCertificateInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1268,11 +1180,11 @@ impl x::ObjectArrayItem for AnyHostConnectInfoNetworkInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyHostConnectInfoNetworkInfo>> {
-        match object { Object::ArrayOfHostConnectInfoNetworkInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostConnectInfoNetworkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyHostConnectInfoNetworkInfo>>, Object> {
-        match object { Object::ArrayOfHostConnectInfoNetworkInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostConnectInfoNetworkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1284,11 +1196,11 @@ impl x::ObjectArrayItem for HostConnectSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostConnectSpec>> {
-        match object { Object::ArrayOfHostConnectSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostConnectSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostConnectSpec>>, Object> {
-        match object { Object::ArrayOfHostConnectSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostConnectSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1300,11 +1212,11 @@ impl x::ObjectArrayItem for HostCpuIdInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostCpuIdInfo>> {
-        match object { Object::ArrayOfHostCpuIdInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostCpuIdInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostCpuIdInfo>>, Object> {
-        match object { Object::ArrayOfHostCpuIdInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostCpuIdInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1316,11 +1228,11 @@ impl x::ObjectArrayItem for HostCpuPackage {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostCpuPackage>> {
-        match object { Object::ArrayOfHostCpuPackage(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostCpuPackage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostCpuPackage>>, Object> {
-        match object { Object::ArrayOfHostCpuPackage(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostCpuPackage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1332,11 +1244,11 @@ impl x::ObjectArrayItem for HostDatastoreBrowserSearchResults {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostDatastoreBrowserSearchResults>> {
-        match object { Object::ArrayOfHostDatastoreBrowserSearchResults(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostDatastoreBrowserSearchResults(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostDatastoreBrowserSearchResults>>, Object> {
-        match object { Object::ArrayOfHostDatastoreBrowserSearchResults(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostDatastoreBrowserSearchResults(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1348,11 +1260,11 @@ impl x::ObjectArrayItem for AnyHostDatastoreConnectInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyHostDatastoreConnectInfo>> {
-        match object { Object::ArrayOfHostDatastoreConnectInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostDatastoreConnectInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyHostDatastoreConnectInfo>>, Object> {
-        match object { Object::ArrayOfHostDatastoreConnectInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostDatastoreConnectInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1364,11 +1276,11 @@ impl x::ObjectArrayItem for HostDatastoreSystemDatastoreResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostDatastoreSystemDatastoreResult>> {
-        match object { Object::ArrayOfHostDatastoreSystemDatastoreResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostDatastoreSystemDatastoreResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostDatastoreSystemDatastoreResult>>, Object> {
-        match object { Object::ArrayOfHostDatastoreSystemDatastoreResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostDatastoreSystemDatastoreResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1380,11 +1292,11 @@ impl x::ObjectArrayItem for HostDateTimeSystemTimeZone {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostDateTimeSystemTimeZone>> {
-        match object { Object::ArrayOfHostDateTimeSystemTimeZone(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostDateTimeSystemTimeZone(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostDateTimeSystemTimeZone>>, Object> {
-        match object { Object::ArrayOfHostDateTimeSystemTimeZone(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostDateTimeSystemTimeZone(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1396,11 +1308,11 @@ impl x::ObjectArrayItem for HostDhcpService {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostDhcpService>> {
-        match object { Object::ArrayOfHostDhcpService(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostDhcpService(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostDhcpService>>, Object> {
-        match object { Object::ArrayOfHostDhcpService(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostDhcpService(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1412,11 +1324,11 @@ impl x::ObjectArrayItem for HostDhcpServiceConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostDhcpServiceConfig>> {
-        match object { Object::ArrayOfHostDhcpServiceConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostDhcpServiceConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostDhcpServiceConfig>>, Object> {
-        match object { Object::ArrayOfHostDhcpServiceConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostDhcpServiceConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1428,15 +1340,15 @@ impl x::ObjectArrayItem for HostDiagnosticPartition {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostDiagnosticPartition>> {
-        match object { Object::ArrayOfHostDiagnosticPartition(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostDiagnosticPartition(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostDiagnosticPartition>>, Object> {
-        match object { Object::ArrayOfHostDiagnosticPartition(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostDiagnosticPartition(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for HostDiagnosticPartitionCreateOption {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostDiagnosticPartitionCreateOption {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostDiagnosticPartitionCreateOption>>) -> Object {
@@ -1444,11 +1356,11 @@ impl x::ObjectArrayItem for HostDiagnosticPartitionCreateOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostDiagnosticPartitionCreateOption>> {
-        match object { Object::ArrayOfHostDiagnosticPartitionCreateOption(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostDiagnosticPartitionCreateOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostDiagnosticPartitionCreateOption>>, Object> {
-        match object { Object::ArrayOfHostDiagnosticPartitionCreateOption(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostDiagnosticPartitionCreateOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1460,11 +1372,11 @@ impl x::ObjectArrayItem for HostDiskConfigurationResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostDiskConfigurationResult>> {
-        match object { Object::ArrayOfHostDiskConfigurationResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostDiskConfigurationResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostDiskConfigurationResult>>, Object> {
-        match object { Object::ArrayOfHostDiskConfigurationResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostDiskConfigurationResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1476,11 +1388,11 @@ impl x::ObjectArrayItem for HostDiskMappingPartitionOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostDiskMappingPartitionOption>> {
-        match object { Object::ArrayOfHostDiskMappingPartitionOption(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostDiskMappingPartitionOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostDiskMappingPartitionOption>>, Object> {
-        match object { Object::ArrayOfHostDiskMappingPartitionOption(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostDiskMappingPartitionOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1492,11 +1404,11 @@ impl x::ObjectArrayItem for HostDiskPartitionAttributes {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostDiskPartitionAttributes>> {
-        match object { Object::ArrayOfHostDiskPartitionAttributes(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostDiskPartitionAttributes(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostDiskPartitionAttributes>>, Object> {
-        match object { Object::ArrayOfHostDiskPartitionAttributes(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostDiskPartitionAttributes(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1508,15 +1420,15 @@ impl x::ObjectArrayItem for HostDiskPartitionBlockRange {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostDiskPartitionBlockRange>> {
-        match object { Object::ArrayOfHostDiskPartitionBlockRange(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostDiskPartitionBlockRange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostDiskPartitionBlockRange>>, Object> {
-        match object { Object::ArrayOfHostDiskPartitionBlockRange(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostDiskPartitionBlockRange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for HostDiskPartitionInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostDiskPartitionInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostDiskPartitionInfo>>) -> Object {
@@ -1524,11 +1436,11 @@ impl x::ObjectArrayItem for HostDiskPartitionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostDiskPartitionInfo>> {
-        match object { Object::ArrayOfHostDiskPartitionInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostDiskPartitionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostDiskPartitionInfo>>, Object> {
-        match object { Object::ArrayOfHostDiskPartitionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostDiskPartitionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1540,11 +1452,11 @@ impl x::ObjectArrayItem for HostDvxClass {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostDvxClass>> {
-        match object { Object::ArrayOfHostDvxClass(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostDvxClass(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostDvxClass>>, Object> {
-        match object { Object::ArrayOfHostDvxClass(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostDvxClass(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1556,11 +1468,11 @@ impl x::ObjectArrayItem for HostEventArgument {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostEventArgument>> {
-        match object { Object::ArrayOfHostEventArgument(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostEventArgument(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostEventArgument>>, Object> {
-        match object { Object::ArrayOfHostEventArgument(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostEventArgument(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1572,11 +1484,11 @@ impl x::ObjectArrayItem for HostFeatureCapability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostFeatureCapability>> {
-        match object { Object::ArrayOfHostFeatureCapability(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostFeatureCapability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostFeatureCapability>>, Object> {
-        match object { Object::ArrayOfHostFeatureCapability(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostFeatureCapability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1588,11 +1500,11 @@ impl x::ObjectArrayItem for HostFeatureMask {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostFeatureMask>> {
-        match object { Object::ArrayOfHostFeatureMask(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostFeatureMask(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostFeatureMask>>, Object> {
-        match object { Object::ArrayOfHostFeatureMask(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostFeatureMask(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1604,11 +1516,11 @@ impl x::ObjectArrayItem for HostFeatureVersionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostFeatureVersionInfo>> {
-        match object { Object::ArrayOfHostFeatureVersionInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostFeatureVersionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostFeatureVersionInfo>>, Object> {
-        match object { Object::ArrayOfHostFeatureVersionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostFeatureVersionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1620,11 +1532,11 @@ impl x::ObjectArrayItem for HostFileSystemMountInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostFileSystemMountInfo>> {
-        match object { Object::ArrayOfHostFileSystemMountInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostFileSystemMountInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostFileSystemMountInfo>>, Object> {
-        match object { Object::ArrayOfHostFileSystemMountInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostFileSystemMountInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1636,11 +1548,11 @@ impl x::ObjectArrayItem for HostFirewallConfigRuleSetConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostFirewallConfigRuleSetConfig>> {
-        match object { Object::ArrayOfHostFirewallConfigRuleSetConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostFirewallConfigRuleSetConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostFirewallConfigRuleSetConfig>>, Object> {
-        match object { Object::ArrayOfHostFirewallConfigRuleSetConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostFirewallConfigRuleSetConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1652,11 +1564,11 @@ impl x::ObjectArrayItem for HostFirewallRule {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostFirewallRule>> {
-        match object { Object::ArrayOfHostFirewallRule(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostFirewallRule(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostFirewallRule>>, Object> {
-        match object { Object::ArrayOfHostFirewallRule(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostFirewallRule(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1668,11 +1580,11 @@ impl x::ObjectArrayItem for HostFirewallRuleset {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostFirewallRuleset>> {
-        match object { Object::ArrayOfHostFirewallRuleset(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostFirewallRuleset(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostFirewallRuleset>>, Object> {
-        match object { Object::ArrayOfHostFirewallRuleset(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostFirewallRuleset(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1684,11 +1596,11 @@ impl x::ObjectArrayItem for HostFirewallRulesetIpNetwork {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostFirewallRulesetIpNetwork>> {
-        match object { Object::ArrayOfHostFirewallRulesetIpNetwork(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostFirewallRulesetIpNetwork(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostFirewallRulesetIpNetwork>>, Object> {
-        match object { Object::ArrayOfHostFirewallRulesetIpNetwork(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostFirewallRulesetIpNetwork(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1700,11 +1612,11 @@ impl x::ObjectArrayItem for HostGraphicsConfigDeviceType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostGraphicsConfigDeviceType>> {
-        match object { Object::ArrayOfHostGraphicsConfigDeviceType(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostGraphicsConfigDeviceType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostGraphicsConfigDeviceType>>, Object> {
-        match object { Object::ArrayOfHostGraphicsConfigDeviceType(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostGraphicsConfigDeviceType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1716,11 +1628,11 @@ impl x::ObjectArrayItem for HostGraphicsInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostGraphicsInfo>> {
-        match object { Object::ArrayOfHostGraphicsInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostGraphicsInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostGraphicsInfo>>, Object> {
-        match object { Object::ArrayOfHostGraphicsInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostGraphicsInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1732,11 +1644,11 @@ impl x::ObjectArrayItem for AnyHostHardwareElementInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyHostHardwareElementInfo>> {
-        match object { Object::ArrayOfHostHardwareElementInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostHardwareElementInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyHostHardwareElementInfo>>, Object> {
-        match object { Object::ArrayOfHostHardwareElementInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostHardwareElementInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1748,11 +1660,11 @@ impl x::ObjectArrayItem for AnyHostHostBusAdapter {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyHostHostBusAdapter>> {
-        match object { Object::ArrayOfHostHostBusAdapter(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostHostBusAdapter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyHostHostBusAdapter>>, Object> {
-        match object { Object::ArrayOfHostHostBusAdapter(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostHostBusAdapter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1764,11 +1676,11 @@ impl x::ObjectArrayItem for HostInternetScsiHbaIscsiIpv6Address {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostInternetScsiHbaIscsiIpv6Address>> {
-        match object { Object::ArrayOfHostInternetScsiHbaIscsiIpv6Address(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostInternetScsiHbaIscsiIpv6Address(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostInternetScsiHbaIscsiIpv6Address>>, Object> {
-        match object { Object::ArrayOfHostInternetScsiHbaIscsiIpv6Address(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostInternetScsiHbaIscsiIpv6Address(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1780,11 +1692,11 @@ impl x::ObjectArrayItem for HostInternetScsiHbaParamValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostInternetScsiHbaParamValue>> {
-        match object { Object::ArrayOfHostInternetScsiHbaParamValue(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostInternetScsiHbaParamValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostInternetScsiHbaParamValue>>, Object> {
-        match object { Object::ArrayOfHostInternetScsiHbaParamValue(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostInternetScsiHbaParamValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1796,11 +1708,11 @@ impl x::ObjectArrayItem for HostInternetScsiHbaSendTarget {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostInternetScsiHbaSendTarget>> {
-        match object { Object::ArrayOfHostInternetScsiHbaSendTarget(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostInternetScsiHbaSendTarget(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostInternetScsiHbaSendTarget>>, Object> {
-        match object { Object::ArrayOfHostInternetScsiHbaSendTarget(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostInternetScsiHbaSendTarget(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1812,11 +1724,11 @@ impl x::ObjectArrayItem for HostInternetScsiHbaStaticTarget {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostInternetScsiHbaStaticTarget>> {
-        match object { Object::ArrayOfHostInternetScsiHbaStaticTarget(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostInternetScsiHbaStaticTarget(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostInternetScsiHbaStaticTarget>>, Object> {
-        match object { Object::ArrayOfHostInternetScsiHbaStaticTarget(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostInternetScsiHbaStaticTarget(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1828,11 +1740,11 @@ impl x::ObjectArrayItem for HostIoFilterInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostIoFilterInfo>> {
-        match object { Object::ArrayOfHostIoFilterInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostIoFilterInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostIoFilterInfo>>, Object> {
-        match object { Object::ArrayOfHostIoFilterInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostIoFilterInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1844,11 +1756,11 @@ impl x::ObjectArrayItem for HostIpConfigIpV6Address {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostIpConfigIpV6Address>> {
-        match object { Object::ArrayOfHostIpConfigIpV6Address(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostIpConfigIpV6Address(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostIpConfigIpV6Address>>, Object> {
-        match object { Object::ArrayOfHostIpConfigIpV6Address(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostIpConfigIpV6Address(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1860,11 +1772,11 @@ impl x::ObjectArrayItem for HostIpRouteEntry {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostIpRouteEntry>> {
-        match object { Object::ArrayOfHostIpRouteEntry(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostIpRouteEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostIpRouteEntry>>, Object> {
-        match object { Object::ArrayOfHostIpRouteEntry(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostIpRouteEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1876,11 +1788,11 @@ impl x::ObjectArrayItem for HostIpRouteOp {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostIpRouteOp>> {
-        match object { Object::ArrayOfHostIpRouteOp(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostIpRouteOp(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostIpRouteOp>>, Object> {
-        match object { Object::ArrayOfHostIpRouteOp(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostIpRouteOp(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1892,11 +1804,11 @@ impl x::ObjectArrayItem for HostLowLevelProvisioningManagerDiskLayoutSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostLowLevelProvisioningManagerDiskLayoutSpec>> {
-        match object { Object::ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostLowLevelProvisioningManagerDiskLayoutSpec>>, Object> {
-        match object { Object::ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1908,11 +1820,11 @@ impl x::ObjectArrayItem for HostLowLevelProvisioningManagerFileDeleteResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostLowLevelProvisioningManagerFileDeleteResult>> {
-        match object { Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostLowLevelProvisioningManagerFileDeleteResult>>, Object> {
-        match object { Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1924,11 +1836,11 @@ impl x::ObjectArrayItem for HostLowLevelProvisioningManagerFileDeleteSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostLowLevelProvisioningManagerFileDeleteSpec>> {
-        match object { Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostLowLevelProvisioningManagerFileDeleteSpec>>, Object> {
-        match object { Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1940,11 +1852,11 @@ impl x::ObjectArrayItem for HostLowLevelProvisioningManagerFileReserveResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostLowLevelProvisioningManagerFileReserveResult>> {
-        match object { Object::ArrayOfHostLowLevelProvisioningManagerFileReserveResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostLowLevelProvisioningManagerFileReserveResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostLowLevelProvisioningManagerFileReserveResult>>, Object> {
-        match object { Object::ArrayOfHostLowLevelProvisioningManagerFileReserveResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostLowLevelProvisioningManagerFileReserveResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1956,11 +1868,11 @@ impl x::ObjectArrayItem for HostLowLevelProvisioningManagerFileReserveSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostLowLevelProvisioningManagerFileReserveSpec>> {
-        match object { Object::ArrayOfHostLowLevelProvisioningManagerFileReserveSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostLowLevelProvisioningManagerFileReserveSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostLowLevelProvisioningManagerFileReserveSpec>>, Object> {
-        match object { Object::ArrayOfHostLowLevelProvisioningManagerFileReserveSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostLowLevelProvisioningManagerFileReserveSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1972,11 +1884,11 @@ impl x::ObjectArrayItem for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostLowLevelProvisioningManagerSnapshotLayoutSpec>> {
-        match object { Object::ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostLowLevelProvisioningManagerSnapshotLayoutSpec>>, Object> {
-        match object { Object::ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1988,11 +1900,11 @@ impl x::ObjectArrayItem for AnyHostMemberHealthCheckResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyHostMemberHealthCheckResult>> {
-        match object { Object::ArrayOfHostMemberHealthCheckResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostMemberHealthCheckResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyHostMemberHealthCheckResult>>, Object> {
-        match object { Object::ArrayOfHostMemberHealthCheckResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostMemberHealthCheckResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2004,11 +1916,11 @@ impl x::ObjectArrayItem for HostMemberRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostMemberRuntimeInfo>> {
-        match object { Object::ArrayOfHostMemberRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostMemberRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostMemberRuntimeInfo>>, Object> {
-        match object { Object::ArrayOfHostMemberRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostMemberRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2020,10 +1932,10 @@ impl x::ObjectArrayItem for HostMemoryTierInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostMemoryTierInfo>> {
-        match object { Object::ArrayOfHostMemoryTierInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostMemoryTierInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostMemoryTierInfo>>, Object> {
-        match object { Object::ArrayOfHostMemoryTierInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostMemoryTierInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -191,10 +191,10 @@ pub enum Object {
     ArrayOfHostNetworkConfigNetStackSpec(Box<Vec<HostNetworkConfigNetStackSpec>>),
     ArrayOfHostNumaNode(Box<Vec<HostNumaNode>>),
     ArrayOfHostNumericSensorInfo(Box<Vec<HostNumericSensorInfo>>),
-    ArrayOfHostNvmeConnectSpec(Box<Vec<HostNvmeConnectSpec>>),
+    #[cfg(feature = "admin")] ArrayOfHostNvmeConnectSpec(Box<Vec<HostNvmeConnectSpec>>),
     ArrayOfHostNvmeController(Box<Vec<HostNvmeController>>),
-    ArrayOfHostNvmeDisconnectSpec(Box<Vec<HostNvmeDisconnectSpec>>),
-    ArrayOfHostNvmeDiscoveryLogEntry(Box<Vec<HostNvmeDiscoveryLogEntry>>),
+    #[cfg(feature = "admin")] ArrayOfHostNvmeDisconnectSpec(Box<Vec<HostNvmeDisconnectSpec>>),
+    #[cfg(feature = "admin")] ArrayOfHostNvmeDiscoveryLogEntry(Box<Vec<HostNvmeDiscoveryLogEntry>>),
     ArrayOfHostNvmeNamespace(Box<Vec<HostNvmeNamespace>>),
     ArrayOfHostNvmeTopologyInterface(Box<Vec<HostNvmeTopologyInterface>>),
     ArrayOfHostOpaqueNetworkInfo(Box<Vec<HostOpaqueNetworkInfo>>),
@@ -203,9 +203,9 @@ pub enum Object {
     ArrayOfHostPartialMaintenanceModeRuntimeInfo(Box<Vec<HostPartialMaintenanceModeRuntimeInfo>>),
     ArrayOfHostPatchManagerStatus(Box<Vec<HostPatchManagerStatus>>),
     ArrayOfHostPatchManagerStatusPrerequisitePatch(Box<Vec<HostPatchManagerStatusPrerequisitePatch>>),
-    ArrayOfHostPathSelectionPolicyOption(Box<Vec<HostPathSelectionPolicyOption>>),
+    #[cfg(feature = "admin")] ArrayOfHostPathSelectionPolicyOption(Box<Vec<HostPathSelectionPolicyOption>>),
     ArrayOfHostPciDevice(Box<Vec<HostPciDevice>>),
-    ArrayOfHostPciPassthruConfig(Box<Vec<AnyHostPciPassthruConfig>>),
+    #[cfg(feature = "admin")] ArrayOfHostPciPassthruConfig(Box<Vec<AnyHostPciPassthruConfig>>),
     ArrayOfHostPciPassthruInfo(Box<Vec<AnyHostPciPassthruInfo>>),
     ArrayOfHostPlacedVirtualNicIdentifier(Box<Vec<HostPlacedVirtualNicIdentifier>>),
     ArrayOfHostPlugStoreTopologyAdapter(Box<Vec<HostPlugStoreTopologyAdapter>>),
@@ -238,10 +238,10 @@ pub enum Object {
     ArrayOfHostService(Box<Vec<HostService>>),
     ArrayOfHostServiceConfig(Box<Vec<HostServiceConfig>>),
     ArrayOfHostSharedGpuCapabilities(Box<Vec<HostSharedGpuCapabilities>>),
-    ArrayOfHostSnmpDestination(Box<Vec<HostSnmpDestination>>),
+    #[cfg(feature = "admin")] ArrayOfHostSnmpDestination(Box<Vec<HostSnmpDestination>>),
     ArrayOfHostSriovDevicePoolInfo(Box<Vec<AnyHostSriovDevicePoolInfo>>),
     ArrayOfHostSslThumbprintInfo(Box<Vec<HostSslThumbprintInfo>>),
-    ArrayOfHostStorageArrayTypePolicyOption(Box<Vec<HostStorageArrayTypePolicyOption>>),
+    #[cfg(feature = "admin")] ArrayOfHostStorageArrayTypePolicyOption(Box<Vec<HostStorageArrayTypePolicyOption>>),
     ArrayOfHostStorageElementInfo(Box<Vec<HostStorageElementInfo>>),
     ArrayOfHostStorageOperationalInfo(Box<Vec<HostStorageOperationalInfo>>),
     ArrayOfHostStorageSystemDiskLocatorLedResult(Box<Vec<HostStorageSystemDiskLocatorLedResult>>),
@@ -255,8 +255,8 @@ pub enum Object {
     ArrayOfHostTpmEventLogEntry(Box<Vec<HostTpmEventLogEntry>>),
     ArrayOfHostTrustAuthorityAttestationInfo(Box<Vec<HostTrustAuthorityAttestationInfo>>),
     ArrayOfHostUnresolvedVmfsExtent(Box<Vec<HostUnresolvedVmfsExtent>>),
-    ArrayOfHostUnresolvedVmfsResolutionResult(Box<Vec<HostUnresolvedVmfsResolutionResult>>),
-    ArrayOfHostUnresolvedVmfsResolutionSpec(Box<Vec<HostUnresolvedVmfsResolutionSpec>>),
+    #[cfg(feature = "admin")] ArrayOfHostUnresolvedVmfsResolutionResult(Box<Vec<HostUnresolvedVmfsResolutionResult>>),
+    #[cfg(feature = "admin")] ArrayOfHostUnresolvedVmfsResolutionSpec(Box<Vec<HostUnresolvedVmfsResolutionSpec>>),
     ArrayOfHostUnresolvedVmfsVolume(Box<Vec<HostUnresolvedVmfsVolume>>),
     ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(Box<Vec<HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption>>),
     ArrayOfHostVMotionCompatibility(Box<Vec<HostVMotionCompatibility>>),
@@ -286,10 +286,10 @@ fn decode(
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNetworkConfigNetStackSpec(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNumaNode(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNumericSensorInfo(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeConnectSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeConnectSpec(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeController(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeDisconnectSpec(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeDiscoveryLogEntry(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeDisconnectSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeDiscoveryLogEntry(v), Err(e) => return Some(Err(e)) },
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeNamespace(v), Err(e) => return Some(Err(e)) },
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeTopologyInterface(v), Err(e) => return Some(Err(e)) },
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostOpaqueNetworkInfo(v), Err(e) => return Some(Err(e)) },
@@ -298,9 +298,9 @@ fn decode(
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPatchManagerStatus(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPathSelectionPolicyOption(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPathSelectionPolicyOption(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPciDevice(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPciPassthruConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPciPassthruConfig(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPciPassthruInfo(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlacedVirtualNicIdentifier(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyAdapter(v), Err(e) => return Some(Err(e)) },
@@ -333,10 +333,10 @@ fn decode(
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostService(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostServiceConfig(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSharedGpuCapabilities(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSnmpDestination(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSnmpDestination(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSriovDevicePoolInfo(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSslThumbprintInfo(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageArrayTypePolicyOption(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageArrayTypePolicyOption(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageElementInfo(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageOperationalInfo(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageSystemDiskLocatorLedResult(v), Err(e) => return Some(Err(e)) },
@@ -350,8 +350,8 @@ fn decode(
         72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostTpmEventLogEntry(v), Err(e) => return Some(Err(e)) },
         73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostTrustAuthorityAttestationInfo(v), Err(e) => return Some(Err(e)) },
         74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostUnresolvedVmfsExtent(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostUnresolvedVmfsResolutionResult(v), Err(e) => return Some(Err(e)) },
-        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostUnresolvedVmfsResolutionSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostUnresolvedVmfsResolutionResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostUnresolvedVmfsResolutionSpec(v), Err(e) => return Some(Err(e)) },
         77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostUnresolvedVmfsVolume(v), Err(e) => return Some(Err(e)) },
         78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v), Err(e) => return Some(Err(e)) },
         79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVMotionCompatibility(v), Err(e) => return Some(Err(e)) },
@@ -375,10 +375,10 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfHostNetworkConfigNetStackSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostNumaNode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostNumericSensorInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostNvmeConnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeConnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostNvmeController(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostNvmeDisconnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDisconnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostNvmeNamespace(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostNvmeTopologyInterface(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostOpaqueNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -387,9 +387,9 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostPatchManagerStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPathSelectionPolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPathSelectionPolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostPciDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPciPassthruConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostPciPassthruInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostPlacedVirtualNicIdentifier(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostPlugStoreTopologyAdapter(v) => std::fmt::Debug::fmt(&**v, f),
@@ -422,10 +422,10 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfHostService(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostSharedGpuCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostSnmpDestination(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostSnmpDestination(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostSriovDevicePoolInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostSslThumbprintInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostStorageArrayTypePolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostStorageArrayTypePolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostStorageElementInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostStorageOperationalInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostStorageSystemDiskLocatorLedResult(v) => std::fmt::Debug::fmt(&**v, f),
@@ -439,8 +439,8 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfHostTpmEventLogEntry(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostTrustAuthorityAttestationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostUnresolvedVmfsExtent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostUnresolvedVmfsResolutionResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostUnresolvedVmfsResolutionSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostUnresolvedVmfsResolutionResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostUnresolvedVmfsResolutionSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostUnresolvedVmfsVolume(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostVMotionCompatibility(v) => std::fmt::Debug::fmt(&**v, f),
@@ -452,94 +452,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ArrayOfHostMultipathInfoLogicalUnit(v) => Object::ArrayOfHostMultipathInfoLogicalUnit(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostMultipathInfoPath(v) => Object::ArrayOfHostMultipathInfoPath(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostMultipathStateInfoPath(v) => Object::ArrayOfHostMultipathStateInfoPath(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNasVolumeConfig(v) => Object::ArrayOfHostNasVolumeConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNatService(v) => Object::ArrayOfHostNatService(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNatServiceConfig(v) => Object::ArrayOfHostNatServiceConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNatServicePortForwardSpec(v) => Object::ArrayOfHostNatServicePortForwardSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNetStackInstance(v) => Object::ArrayOfHostNetStackInstance(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNetworkConfigNetStackSpec(v) => Object::ArrayOfHostNetworkConfigNetStackSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNumaNode(v) => Object::ArrayOfHostNumaNode(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNumericSensorInfo(v) => Object::ArrayOfHostNumericSensorInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNvmeConnectSpec(v) => Object::ArrayOfHostNvmeConnectSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNvmeController(v) => Object::ArrayOfHostNvmeController(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNvmeDisconnectSpec(v) => Object::ArrayOfHostNvmeDisconnectSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => Object::ArrayOfHostNvmeDiscoveryLogEntry(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNvmeNamespace(v) => Object::ArrayOfHostNvmeNamespace(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNvmeTopologyInterface(v) => Object::ArrayOfHostNvmeTopologyInterface(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostOpaqueNetworkInfo(v) => Object::ArrayOfHostOpaqueNetworkInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostOpaqueSwitch(v) => Object::ArrayOfHostOpaqueSwitch(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v) => Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v) => Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPatchManagerStatus(v) => Object::ArrayOfHostPatchManagerStatus(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v) => Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPathSelectionPolicyOption(v) => Object::ArrayOfHostPathSelectionPolicyOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPciDevice(v) => Object::ArrayOfHostPciDevice(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPciPassthruConfig(v) => Object::ArrayOfHostPciPassthruConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPciPassthruInfo(v) => Object::ArrayOfHostPciPassthruInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPlacedVirtualNicIdentifier(v) => Object::ArrayOfHostPlacedVirtualNicIdentifier(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPlugStoreTopologyAdapter(v) => Object::ArrayOfHostPlugStoreTopologyAdapter(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPlugStoreTopologyDevice(v) => Object::ArrayOfHostPlugStoreTopologyDevice(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPlugStoreTopologyPath(v) => Object::ArrayOfHostPlugStoreTopologyPath(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPlugStoreTopologyPlugin(v) => Object::ArrayOfHostPlugStoreTopologyPlugin(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPlugStoreTopologyTarget(v) => Object::ArrayOfHostPlugStoreTopologyTarget(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPnicNetworkResourceInfo(v) => Object::ArrayOfHostPnicNetworkResourceInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPortGroup(v) => Object::ArrayOfHostPortGroup(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPortGroupConfig(v) => Object::ArrayOfHostPortGroupConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPortGroupPort(v) => Object::ArrayOfHostPortGroupPort(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPortGroupProfile(v) => Object::ArrayOfHostPortGroupProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPowerPolicy(v) => Object::ArrayOfHostPowerPolicy(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostProfileManagerCompositionResultResultElement(v) => Object::ArrayOfHostProfileManagerCompositionResultResultElement(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v) => Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostProfilesEntityCustomizations(v) => Object::ArrayOfHostProfilesEntityCustomizations(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostProtocolEndpoint(v) => Object::ArrayOfHostProtocolEndpoint(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostProxySwitch(v) => Object::ArrayOfHostProxySwitch(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostProxySwitchConfig(v) => Object::ArrayOfHostProxySwitchConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostProxySwitchHostLagConfig(v) => Object::ArrayOfHostProxySwitchHostLagConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPtpConfigPtpPort(v) => Object::ArrayOfHostPtpConfigPtpPort(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostQualifiedName(v) => Object::ArrayOfHostQualifiedName(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostRdmaDevice(v) => Object::ArrayOfHostRdmaDevice(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo(v) => Object::ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostScsiDisk(v) => Object::ArrayOfHostScsiDisk(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostScsiDiskPartition(v) => Object::ArrayOfHostScsiDiskPartition(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostScsiTopologyInterface(v) => Object::ArrayOfHostScsiTopologyInterface(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostScsiTopologyLun(v) => Object::ArrayOfHostScsiTopologyLun(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostScsiTopologyTarget(v) => Object::ArrayOfHostScsiTopologyTarget(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostService(v) => Object::ArrayOfHostService(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostServiceConfig(v) => Object::ArrayOfHostServiceConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostSharedGpuCapabilities(v) => Object::ArrayOfHostSharedGpuCapabilities(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostSnmpDestination(v) => Object::ArrayOfHostSnmpDestination(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostSriovDevicePoolInfo(v) => Object::ArrayOfHostSriovDevicePoolInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostSslThumbprintInfo(v) => Object::ArrayOfHostSslThumbprintInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostStorageArrayTypePolicyOption(v) => Object::ArrayOfHostStorageArrayTypePolicyOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostStorageElementInfo(v) => Object::ArrayOfHostStorageElementInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostStorageOperationalInfo(v) => Object::ArrayOfHostStorageOperationalInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostStorageSystemDiskLocatorLedResult(v) => Object::ArrayOfHostStorageSystemDiskLocatorLedResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostStorageSystemScsiLunResult(v) => Object::ArrayOfHostStorageSystemScsiLunResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostStorageSystemVmfsVolumeResult(v) => Object::ArrayOfHostStorageSystemVmfsVolumeResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostSubSpecification(v) => Object::ArrayOfHostSubSpecification(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostSystemIdentificationInfo(v) => Object::ArrayOfHostSystemIdentificationInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostSystemResourceInfo(v) => Object::ArrayOfHostSystemResourceInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostSystemSwapConfigurationSystemSwapOption(v) => Object::ArrayOfHostSystemSwapConfigurationSystemSwapOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostTpmDigestInfo(v) => Object::ArrayOfHostTpmDigestInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostTpmEventLogEntry(v) => Object::ArrayOfHostTpmEventLogEntry(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostTrustAuthorityAttestationInfo(v) => Object::ArrayOfHostTrustAuthorityAttestationInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostUnresolvedVmfsExtent(v) => Object::ArrayOfHostUnresolvedVmfsExtent(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostUnresolvedVmfsResolutionResult(v) => Object::ArrayOfHostUnresolvedVmfsResolutionResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostUnresolvedVmfsResolutionSpec(v) => Object::ArrayOfHostUnresolvedVmfsResolutionSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostUnresolvedVmfsVolume(v) => Object::ArrayOfHostUnresolvedVmfsVolume(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVMotionCompatibility(v) => Object::ArrayOfHostVMotionCompatibility(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVirtualNic(v) => Object::ArrayOfHostVirtualNic(Box::new(x::clone_vec(v))),
-        }
     }
 }
 
@@ -557,10 +469,10 @@ impl x::DataObject for Object {
             Object::ArrayOfHostNetworkConfigNetStackSpec(_) => "ArrayOfHostNetworkConfigNetStackSpec",
             Object::ArrayOfHostNumaNode(_) => "ArrayOfHostNumaNode",
             Object::ArrayOfHostNumericSensorInfo(_) => "ArrayOfHostNumericSensorInfo",
-            Object::ArrayOfHostNvmeConnectSpec(_) => "ArrayOfHostNvmeConnectSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeConnectSpec(_) => "ArrayOfHostNvmeConnectSpec",
             Object::ArrayOfHostNvmeController(_) => "ArrayOfHostNvmeController",
-            Object::ArrayOfHostNvmeDisconnectSpec(_) => "ArrayOfHostNvmeDisconnectSpec",
-            Object::ArrayOfHostNvmeDiscoveryLogEntry(_) => "ArrayOfHostNvmeDiscoveryLogEntry",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDisconnectSpec(_) => "ArrayOfHostNvmeDisconnectSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDiscoveryLogEntry(_) => "ArrayOfHostNvmeDiscoveryLogEntry",
             Object::ArrayOfHostNvmeNamespace(_) => "ArrayOfHostNvmeNamespace",
             Object::ArrayOfHostNvmeTopologyInterface(_) => "ArrayOfHostNvmeTopologyInterface",
             Object::ArrayOfHostOpaqueNetworkInfo(_) => "ArrayOfHostOpaqueNetworkInfo",
@@ -569,9 +481,9 @@ impl x::DataObject for Object {
             Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(_) => "ArrayOfHostPartialMaintenanceModeRuntimeInfo",
             Object::ArrayOfHostPatchManagerStatus(_) => "ArrayOfHostPatchManagerStatus",
             Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(_) => "ArrayOfHostPatchManagerStatusPrerequisitePatch",
-            Object::ArrayOfHostPathSelectionPolicyOption(_) => "ArrayOfHostPathSelectionPolicyOption",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPathSelectionPolicyOption(_) => "ArrayOfHostPathSelectionPolicyOption",
             Object::ArrayOfHostPciDevice(_) => "ArrayOfHostPciDevice",
-            Object::ArrayOfHostPciPassthruConfig(_) => "ArrayOfHostPciPassthruConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruConfig(_) => "ArrayOfHostPciPassthruConfig",
             Object::ArrayOfHostPciPassthruInfo(_) => "ArrayOfHostPciPassthruInfo",
             Object::ArrayOfHostPlacedVirtualNicIdentifier(_) => "ArrayOfHostPlacedVirtualNicIdentifier",
             Object::ArrayOfHostPlugStoreTopologyAdapter(_) => "ArrayOfHostPlugStoreTopologyAdapter",
@@ -604,10 +516,10 @@ impl x::DataObject for Object {
             Object::ArrayOfHostService(_) => "ArrayOfHostService",
             Object::ArrayOfHostServiceConfig(_) => "ArrayOfHostServiceConfig",
             Object::ArrayOfHostSharedGpuCapabilities(_) => "ArrayOfHostSharedGpuCapabilities",
-            Object::ArrayOfHostSnmpDestination(_) => "ArrayOfHostSnmpDestination",
+            #[cfg(feature = "admin")] Object::ArrayOfHostSnmpDestination(_) => "ArrayOfHostSnmpDestination",
             Object::ArrayOfHostSriovDevicePoolInfo(_) => "ArrayOfHostSriovDevicePoolInfo",
             Object::ArrayOfHostSslThumbprintInfo(_) => "ArrayOfHostSslThumbprintInfo",
-            Object::ArrayOfHostStorageArrayTypePolicyOption(_) => "ArrayOfHostStorageArrayTypePolicyOption",
+            #[cfg(feature = "admin")] Object::ArrayOfHostStorageArrayTypePolicyOption(_) => "ArrayOfHostStorageArrayTypePolicyOption",
             Object::ArrayOfHostStorageElementInfo(_) => "ArrayOfHostStorageElementInfo",
             Object::ArrayOfHostStorageOperationalInfo(_) => "ArrayOfHostStorageOperationalInfo",
             Object::ArrayOfHostStorageSystemDiskLocatorLedResult(_) => "ArrayOfHostStorageSystemDiskLocatorLedResult",
@@ -621,8 +533,8 @@ impl x::DataObject for Object {
             Object::ArrayOfHostTpmEventLogEntry(_) => "ArrayOfHostTpmEventLogEntry",
             Object::ArrayOfHostTrustAuthorityAttestationInfo(_) => "ArrayOfHostTrustAuthorityAttestationInfo",
             Object::ArrayOfHostUnresolvedVmfsExtent(_) => "ArrayOfHostUnresolvedVmfsExtent",
-            Object::ArrayOfHostUnresolvedVmfsResolutionResult(_) => "ArrayOfHostUnresolvedVmfsResolutionResult",
-            Object::ArrayOfHostUnresolvedVmfsResolutionSpec(_) => "ArrayOfHostUnresolvedVmfsResolutionSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfHostUnresolvedVmfsResolutionResult(_) => "ArrayOfHostUnresolvedVmfsResolutionResult",
+            #[cfg(feature = "admin")] Object::ArrayOfHostUnresolvedVmfsResolutionSpec(_) => "ArrayOfHostUnresolvedVmfsResolutionSpec",
             Object::ArrayOfHostUnresolvedVmfsVolume(_) => "ArrayOfHostUnresolvedVmfsVolume",
             Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(_) => "ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption",
             Object::ArrayOfHostVMotionCompatibility(_) => "ArrayOfHostVMotionCompatibility",
@@ -637,7 +549,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -657,10 +569,10 @@ impl x::DataObject for Object {
             Object::ArrayOfHostNetworkConfigNetStackSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostNumaNode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostNumericSensorInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostNvmeConnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeConnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostNvmeController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostNvmeDisconnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDisconnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostNvmeNamespace(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostNvmeTopologyInterface(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostOpaqueNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -669,9 +581,9 @@ impl x::DataObject for Object {
             Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostPatchManagerStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPathSelectionPolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPathSelectionPolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostPciDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPciPassthruConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostPciPassthruInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostPlacedVirtualNicIdentifier(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostPlugStoreTopologyAdapter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -704,10 +616,10 @@ impl x::DataObject for Object {
             Object::ArrayOfHostService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostSharedGpuCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostSnmpDestination(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostSnmpDestination(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostSriovDevicePoolInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostSslThumbprintInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostStorageArrayTypePolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostStorageArrayTypePolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostStorageElementInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostStorageOperationalInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostStorageSystemDiskLocatorLedResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -721,8 +633,8 @@ impl x::DataObject for Object {
             Object::ArrayOfHostTpmEventLogEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostTrustAuthorityAttestationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostUnresolvedVmfsExtent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostUnresolvedVmfsResolutionResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostUnresolvedVmfsResolutionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostUnresolvedVmfsResolutionResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostUnresolvedVmfsResolutionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostUnresolvedVmfsVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostVMotionCompatibility(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -740,11 +652,11 @@ impl x::ObjectArrayItem for HostMultipathInfoLogicalUnit {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostMultipathInfoLogicalUnit>> {
-        match object { Object::ArrayOfHostMultipathInfoLogicalUnit(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostMultipathInfoLogicalUnit(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostMultipathInfoLogicalUnit>>, Object> {
-        match object { Object::ArrayOfHostMultipathInfoLogicalUnit(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostMultipathInfoLogicalUnit(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -756,11 +668,11 @@ impl x::ObjectArrayItem for HostMultipathInfoPath {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostMultipathInfoPath>> {
-        match object { Object::ArrayOfHostMultipathInfoPath(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostMultipathInfoPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostMultipathInfoPath>>, Object> {
-        match object { Object::ArrayOfHostMultipathInfoPath(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostMultipathInfoPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -772,11 +684,11 @@ impl x::ObjectArrayItem for HostMultipathStateInfoPath {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostMultipathStateInfoPath>> {
-        match object { Object::ArrayOfHostMultipathStateInfoPath(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostMultipathStateInfoPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostMultipathStateInfoPath>>, Object> {
-        match object { Object::ArrayOfHostMultipathStateInfoPath(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostMultipathStateInfoPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -788,11 +700,11 @@ impl x::ObjectArrayItem for HostNasVolumeConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostNasVolumeConfig>> {
-        match object { Object::ArrayOfHostNasVolumeConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostNasVolumeConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostNasVolumeConfig>>, Object> {
-        match object { Object::ArrayOfHostNasVolumeConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostNasVolumeConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -804,11 +716,11 @@ impl x::ObjectArrayItem for HostNatService {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostNatService>> {
-        match object { Object::ArrayOfHostNatService(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostNatService(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostNatService>>, Object> {
-        match object { Object::ArrayOfHostNatService(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostNatService(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -820,11 +732,11 @@ impl x::ObjectArrayItem for HostNatServiceConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostNatServiceConfig>> {
-        match object { Object::ArrayOfHostNatServiceConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostNatServiceConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostNatServiceConfig>>, Object> {
-        match object { Object::ArrayOfHostNatServiceConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostNatServiceConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -836,11 +748,11 @@ impl x::ObjectArrayItem for HostNatServicePortForwardSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostNatServicePortForwardSpec>> {
-        match object { Object::ArrayOfHostNatServicePortForwardSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostNatServicePortForwardSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostNatServicePortForwardSpec>>, Object> {
-        match object { Object::ArrayOfHostNatServicePortForwardSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostNatServicePortForwardSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -852,11 +764,11 @@ impl x::ObjectArrayItem for HostNetStackInstance {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostNetStackInstance>> {
-        match object { Object::ArrayOfHostNetStackInstance(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostNetStackInstance(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostNetStackInstance>>, Object> {
-        match object { Object::ArrayOfHostNetStackInstance(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostNetStackInstance(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -868,11 +780,11 @@ impl x::ObjectArrayItem for HostNetworkConfigNetStackSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostNetworkConfigNetStackSpec>> {
-        match object { Object::ArrayOfHostNetworkConfigNetStackSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostNetworkConfigNetStackSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostNetworkConfigNetStackSpec>>, Object> {
-        match object { Object::ArrayOfHostNetworkConfigNetStackSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostNetworkConfigNetStackSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -884,11 +796,11 @@ impl x::ObjectArrayItem for HostNumaNode {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostNumaNode>> {
-        match object { Object::ArrayOfHostNumaNode(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostNumaNode(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostNumaNode>>, Object> {
-        match object { Object::ArrayOfHostNumaNode(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostNumaNode(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -900,15 +812,15 @@ impl x::ObjectArrayItem for HostNumericSensorInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostNumericSensorInfo>> {
-        match object { Object::ArrayOfHostNumericSensorInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostNumericSensorInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostNumericSensorInfo>>, Object> {
-        match object { Object::ArrayOfHostNumericSensorInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostNumericSensorInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for HostNvmeConnectSpec {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNvmeConnectSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostNvmeConnectSpec>>) -> Object {
@@ -916,11 +828,11 @@ impl x::ObjectArrayItem for HostNvmeConnectSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostNvmeConnectSpec>> {
-        match object { Object::ArrayOfHostNvmeConnectSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostNvmeConnectSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostNvmeConnectSpec>>, Object> {
-        match object { Object::ArrayOfHostNvmeConnectSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostNvmeConnectSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -932,15 +844,15 @@ impl x::ObjectArrayItem for HostNvmeController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostNvmeController>> {
-        match object { Object::ArrayOfHostNvmeController(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostNvmeController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostNvmeController>>, Object> {
-        match object { Object::ArrayOfHostNvmeController(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostNvmeController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for HostNvmeDisconnectSpec {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNvmeDisconnectSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostNvmeDisconnectSpec>>) -> Object {
@@ -948,15 +860,15 @@ impl x::ObjectArrayItem for HostNvmeDisconnectSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostNvmeDisconnectSpec>> {
-        match object { Object::ArrayOfHostNvmeDisconnectSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostNvmeDisconnectSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostNvmeDisconnectSpec>>, Object> {
-        match object { Object::ArrayOfHostNvmeDisconnectSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostNvmeDisconnectSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for HostNvmeDiscoveryLogEntry {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNvmeDiscoveryLogEntry {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostNvmeDiscoveryLogEntry>>) -> Object {
@@ -964,11 +876,11 @@ impl x::ObjectArrayItem for HostNvmeDiscoveryLogEntry {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostNvmeDiscoveryLogEntry>> {
-        match object { Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostNvmeDiscoveryLogEntry>>, Object> {
-        match object { Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -980,11 +892,11 @@ impl x::ObjectArrayItem for HostNvmeNamespace {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostNvmeNamespace>> {
-        match object { Object::ArrayOfHostNvmeNamespace(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostNvmeNamespace(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostNvmeNamespace>>, Object> {
-        match object { Object::ArrayOfHostNvmeNamespace(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostNvmeNamespace(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -996,11 +908,11 @@ impl x::ObjectArrayItem for HostNvmeTopologyInterface {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostNvmeTopologyInterface>> {
-        match object { Object::ArrayOfHostNvmeTopologyInterface(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostNvmeTopologyInterface(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostNvmeTopologyInterface>>, Object> {
-        match object { Object::ArrayOfHostNvmeTopologyInterface(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostNvmeTopologyInterface(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1012,11 +924,11 @@ impl x::ObjectArrayItem for HostOpaqueNetworkInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostOpaqueNetworkInfo>> {
-        match object { Object::ArrayOfHostOpaqueNetworkInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostOpaqueNetworkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostOpaqueNetworkInfo>>, Object> {
-        match object { Object::ArrayOfHostOpaqueNetworkInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostOpaqueNetworkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1028,11 +940,11 @@ impl x::ObjectArrayItem for HostOpaqueSwitch {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostOpaqueSwitch>> {
-        match object { Object::ArrayOfHostOpaqueSwitch(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostOpaqueSwitch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostOpaqueSwitch>>, Object> {
-        match object { Object::ArrayOfHostOpaqueSwitch(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostOpaqueSwitch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1044,11 +956,11 @@ impl x::ObjectArrayItem for HostOpaqueSwitchPhysicalNicZone {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostOpaqueSwitchPhysicalNicZone>> {
-        match object { Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostOpaqueSwitchPhysicalNicZone>>, Object> {
-        match object { Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1060,11 +972,11 @@ impl x::ObjectArrayItem for HostPartialMaintenanceModeRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostPartialMaintenanceModeRuntimeInfo>> {
-        match object { Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostPartialMaintenanceModeRuntimeInfo>>, Object> {
-        match object { Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1076,11 +988,11 @@ impl x::ObjectArrayItem for HostPatchManagerStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostPatchManagerStatus>> {
-        match object { Object::ArrayOfHostPatchManagerStatus(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPatchManagerStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostPatchManagerStatus>>, Object> {
-        match object { Object::ArrayOfHostPatchManagerStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPatchManagerStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1092,15 +1004,15 @@ impl x::ObjectArrayItem for HostPatchManagerStatusPrerequisitePatch {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostPatchManagerStatusPrerequisitePatch>> {
-        match object { Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostPatchManagerStatusPrerequisitePatch>>, Object> {
-        match object { Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for HostPathSelectionPolicyOption {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPathSelectionPolicyOption {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostPathSelectionPolicyOption>>) -> Object {
@@ -1108,11 +1020,11 @@ impl x::ObjectArrayItem for HostPathSelectionPolicyOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostPathSelectionPolicyOption>> {
-        match object { Object::ArrayOfHostPathSelectionPolicyOption(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPathSelectionPolicyOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostPathSelectionPolicyOption>>, Object> {
-        match object { Object::ArrayOfHostPathSelectionPolicyOption(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPathSelectionPolicyOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1124,15 +1036,15 @@ impl x::ObjectArrayItem for HostPciDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostPciDevice>> {
-        match object { Object::ArrayOfHostPciDevice(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPciDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostPciDevice>>, Object> {
-        match object { Object::ArrayOfHostPciDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPciDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for AnyHostPciPassthruConfig {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyHostPciPassthruConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AnyHostPciPassthruConfig>>) -> Object {
@@ -1140,11 +1052,11 @@ impl x::ObjectArrayItem for AnyHostPciPassthruConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyHostPciPassthruConfig>> {
-        match object { Object::ArrayOfHostPciPassthruConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPciPassthruConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyHostPciPassthruConfig>>, Object> {
-        match object { Object::ArrayOfHostPciPassthruConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPciPassthruConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1156,11 +1068,11 @@ impl x::ObjectArrayItem for AnyHostPciPassthruInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyHostPciPassthruInfo>> {
-        match object { Object::ArrayOfHostPciPassthruInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPciPassthruInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyHostPciPassthruInfo>>, Object> {
-        match object { Object::ArrayOfHostPciPassthruInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPciPassthruInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1172,11 +1084,11 @@ impl x::ObjectArrayItem for HostPlacedVirtualNicIdentifier {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostPlacedVirtualNicIdentifier>> {
-        match object { Object::ArrayOfHostPlacedVirtualNicIdentifier(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPlacedVirtualNicIdentifier(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostPlacedVirtualNicIdentifier>>, Object> {
-        match object { Object::ArrayOfHostPlacedVirtualNicIdentifier(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPlacedVirtualNicIdentifier(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1188,11 +1100,11 @@ impl x::ObjectArrayItem for HostPlugStoreTopologyAdapter {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostPlugStoreTopologyAdapter>> {
-        match object { Object::ArrayOfHostPlugStoreTopologyAdapter(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPlugStoreTopologyAdapter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostPlugStoreTopologyAdapter>>, Object> {
-        match object { Object::ArrayOfHostPlugStoreTopologyAdapter(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPlugStoreTopologyAdapter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1204,11 +1116,11 @@ impl x::ObjectArrayItem for HostPlugStoreTopologyDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostPlugStoreTopologyDevice>> {
-        match object { Object::ArrayOfHostPlugStoreTopologyDevice(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPlugStoreTopologyDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostPlugStoreTopologyDevice>>, Object> {
-        match object { Object::ArrayOfHostPlugStoreTopologyDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPlugStoreTopologyDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1220,11 +1132,11 @@ impl x::ObjectArrayItem for HostPlugStoreTopologyPath {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostPlugStoreTopologyPath>> {
-        match object { Object::ArrayOfHostPlugStoreTopologyPath(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPlugStoreTopologyPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostPlugStoreTopologyPath>>, Object> {
-        match object { Object::ArrayOfHostPlugStoreTopologyPath(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPlugStoreTopologyPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1236,11 +1148,11 @@ impl x::ObjectArrayItem for HostPlugStoreTopologyPlugin {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostPlugStoreTopologyPlugin>> {
-        match object { Object::ArrayOfHostPlugStoreTopologyPlugin(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPlugStoreTopologyPlugin(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostPlugStoreTopologyPlugin>>, Object> {
-        match object { Object::ArrayOfHostPlugStoreTopologyPlugin(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPlugStoreTopologyPlugin(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1252,11 +1164,11 @@ impl x::ObjectArrayItem for HostPlugStoreTopologyTarget {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostPlugStoreTopologyTarget>> {
-        match object { Object::ArrayOfHostPlugStoreTopologyTarget(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPlugStoreTopologyTarget(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostPlugStoreTopologyTarget>>, Object> {
-        match object { Object::ArrayOfHostPlugStoreTopologyTarget(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPlugStoreTopologyTarget(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1268,11 +1180,11 @@ impl x::ObjectArrayItem for HostPnicNetworkResourceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostPnicNetworkResourceInfo>> {
-        match object { Object::ArrayOfHostPnicNetworkResourceInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPnicNetworkResourceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostPnicNetworkResourceInfo>>, Object> {
-        match object { Object::ArrayOfHostPnicNetworkResourceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPnicNetworkResourceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1284,11 +1196,11 @@ impl x::ObjectArrayItem for HostPortGroup {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostPortGroup>> {
-        match object { Object::ArrayOfHostPortGroup(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPortGroup(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostPortGroup>>, Object> {
-        match object { Object::ArrayOfHostPortGroup(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPortGroup(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1300,11 +1212,11 @@ impl x::ObjectArrayItem for HostPortGroupConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostPortGroupConfig>> {
-        match object { Object::ArrayOfHostPortGroupConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPortGroupConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostPortGroupConfig>>, Object> {
-        match object { Object::ArrayOfHostPortGroupConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPortGroupConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1316,11 +1228,11 @@ impl x::ObjectArrayItem for HostPortGroupPort {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostPortGroupPort>> {
-        match object { Object::ArrayOfHostPortGroupPort(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPortGroupPort(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostPortGroupPort>>, Object> {
-        match object { Object::ArrayOfHostPortGroupPort(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPortGroupPort(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1332,11 +1244,11 @@ impl x::ObjectArrayItem for HostPortGroupProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostPortGroupProfile>> {
-        match object { Object::ArrayOfHostPortGroupProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPortGroupProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostPortGroupProfile>>, Object> {
-        match object { Object::ArrayOfHostPortGroupProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPortGroupProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1348,11 +1260,11 @@ impl x::ObjectArrayItem for HostPowerPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostPowerPolicy>> {
-        match object { Object::ArrayOfHostPowerPolicy(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPowerPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostPowerPolicy>>, Object> {
-        match object { Object::ArrayOfHostPowerPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPowerPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1364,11 +1276,11 @@ impl x::ObjectArrayItem for HostProfileManagerCompositionResultResultElement {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostProfileManagerCompositionResultResultElement>> {
-        match object { Object::ArrayOfHostProfileManagerCompositionResultResultElement(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostProfileManagerCompositionResultResultElement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostProfileManagerCompositionResultResultElement>>, Object> {
-        match object { Object::ArrayOfHostProfileManagerCompositionResultResultElement(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostProfileManagerCompositionResultResultElement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1380,11 +1292,11 @@ impl x::ObjectArrayItem for HostProfileManagerCompositionValidationResultResultE
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostProfileManagerCompositionValidationResultResultElement>> {
-        match object { Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostProfileManagerCompositionValidationResultResultElement>>, Object> {
-        match object { Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1396,11 +1308,11 @@ impl x::ObjectArrayItem for AnyHostProfilesEntityCustomizations {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyHostProfilesEntityCustomizations>> {
-        match object { Object::ArrayOfHostProfilesEntityCustomizations(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostProfilesEntityCustomizations(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyHostProfilesEntityCustomizations>>, Object> {
-        match object { Object::ArrayOfHostProfilesEntityCustomizations(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostProfilesEntityCustomizations(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1412,11 +1324,11 @@ impl x::ObjectArrayItem for HostProtocolEndpoint {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostProtocolEndpoint>> {
-        match object { Object::ArrayOfHostProtocolEndpoint(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostProtocolEndpoint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostProtocolEndpoint>>, Object> {
-        match object { Object::ArrayOfHostProtocolEndpoint(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostProtocolEndpoint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1428,11 +1340,11 @@ impl x::ObjectArrayItem for HostProxySwitch {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostProxySwitch>> {
-        match object { Object::ArrayOfHostProxySwitch(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostProxySwitch(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostProxySwitch>>, Object> {
-        match object { Object::ArrayOfHostProxySwitch(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostProxySwitch(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1444,11 +1356,11 @@ impl x::ObjectArrayItem for HostProxySwitchConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostProxySwitchConfig>> {
-        match object { Object::ArrayOfHostProxySwitchConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostProxySwitchConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostProxySwitchConfig>>, Object> {
-        match object { Object::ArrayOfHostProxySwitchConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostProxySwitchConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1460,11 +1372,11 @@ impl x::ObjectArrayItem for HostProxySwitchHostLagConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostProxySwitchHostLagConfig>> {
-        match object { Object::ArrayOfHostProxySwitchHostLagConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostProxySwitchHostLagConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostProxySwitchHostLagConfig>>, Object> {
-        match object { Object::ArrayOfHostProxySwitchHostLagConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostProxySwitchHostLagConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1476,11 +1388,11 @@ impl x::ObjectArrayItem for HostPtpConfigPtpPort {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostPtpConfigPtpPort>> {
-        match object { Object::ArrayOfHostPtpConfigPtpPort(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostPtpConfigPtpPort(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostPtpConfigPtpPort>>, Object> {
-        match object { Object::ArrayOfHostPtpConfigPtpPort(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostPtpConfigPtpPort(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1492,11 +1404,11 @@ impl x::ObjectArrayItem for HostQualifiedName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostQualifiedName>> {
-        match object { Object::ArrayOfHostQualifiedName(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostQualifiedName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostQualifiedName>>, Object> {
-        match object { Object::ArrayOfHostQualifiedName(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostQualifiedName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1508,11 +1420,11 @@ impl x::ObjectArrayItem for HostRdmaDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostRdmaDevice>> {
-        match object { Object::ArrayOfHostRdmaDevice(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostRdmaDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostRdmaDevice>>, Object> {
-        match object { Object::ArrayOfHostRdmaDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostRdmaDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1524,11 +1436,11 @@ impl x::ObjectArrayItem for HostRuntimeInfoNetStackInstanceRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostRuntimeInfoNetStackInstanceRuntimeInfo>> {
-        match object { Object::ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostRuntimeInfoNetStackInstanceRuntimeInfo>>, Object> {
-        match object { Object::ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1540,11 +1452,11 @@ impl x::ObjectArrayItem for HostScsiDisk {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostScsiDisk>> {
-        match object { Object::ArrayOfHostScsiDisk(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostScsiDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostScsiDisk>>, Object> {
-        match object { Object::ArrayOfHostScsiDisk(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostScsiDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1556,11 +1468,11 @@ impl x::ObjectArrayItem for HostScsiDiskPartition {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostScsiDiskPartition>> {
-        match object { Object::ArrayOfHostScsiDiskPartition(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostScsiDiskPartition(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostScsiDiskPartition>>, Object> {
-        match object { Object::ArrayOfHostScsiDiskPartition(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostScsiDiskPartition(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1572,11 +1484,11 @@ impl x::ObjectArrayItem for HostScsiTopologyInterface {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostScsiTopologyInterface>> {
-        match object { Object::ArrayOfHostScsiTopologyInterface(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostScsiTopologyInterface(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostScsiTopologyInterface>>, Object> {
-        match object { Object::ArrayOfHostScsiTopologyInterface(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostScsiTopologyInterface(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1588,11 +1500,11 @@ impl x::ObjectArrayItem for HostScsiTopologyLun {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostScsiTopologyLun>> {
-        match object { Object::ArrayOfHostScsiTopologyLun(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostScsiTopologyLun(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostScsiTopologyLun>>, Object> {
-        match object { Object::ArrayOfHostScsiTopologyLun(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostScsiTopologyLun(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1604,11 +1516,11 @@ impl x::ObjectArrayItem for HostScsiTopologyTarget {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostScsiTopologyTarget>> {
-        match object { Object::ArrayOfHostScsiTopologyTarget(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostScsiTopologyTarget(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostScsiTopologyTarget>>, Object> {
-        match object { Object::ArrayOfHostScsiTopologyTarget(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostScsiTopologyTarget(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1620,11 +1532,11 @@ impl x::ObjectArrayItem for HostService {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostService>> {
-        match object { Object::ArrayOfHostService(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostService(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostService>>, Object> {
-        match object { Object::ArrayOfHostService(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostService(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1636,11 +1548,11 @@ impl x::ObjectArrayItem for HostServiceConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostServiceConfig>> {
-        match object { Object::ArrayOfHostServiceConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostServiceConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostServiceConfig>>, Object> {
-        match object { Object::ArrayOfHostServiceConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostServiceConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1652,15 +1564,15 @@ impl x::ObjectArrayItem for HostSharedGpuCapabilities {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostSharedGpuCapabilities>> {
-        match object { Object::ArrayOfHostSharedGpuCapabilities(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostSharedGpuCapabilities(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostSharedGpuCapabilities>>, Object> {
-        match object { Object::ArrayOfHostSharedGpuCapabilities(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostSharedGpuCapabilities(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for HostSnmpDestination {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostSnmpDestination {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostSnmpDestination>>) -> Object {
@@ -1668,11 +1580,11 @@ impl x::ObjectArrayItem for HostSnmpDestination {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostSnmpDestination>> {
-        match object { Object::ArrayOfHostSnmpDestination(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostSnmpDestination(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostSnmpDestination>>, Object> {
-        match object { Object::ArrayOfHostSnmpDestination(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostSnmpDestination(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1684,11 +1596,11 @@ impl x::ObjectArrayItem for AnyHostSriovDevicePoolInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyHostSriovDevicePoolInfo>> {
-        match object { Object::ArrayOfHostSriovDevicePoolInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostSriovDevicePoolInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyHostSriovDevicePoolInfo>>, Object> {
-        match object { Object::ArrayOfHostSriovDevicePoolInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostSriovDevicePoolInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1700,15 +1612,15 @@ impl x::ObjectArrayItem for HostSslThumbprintInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostSslThumbprintInfo>> {
-        match object { Object::ArrayOfHostSslThumbprintInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostSslThumbprintInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostSslThumbprintInfo>>, Object> {
-        match object { Object::ArrayOfHostSslThumbprintInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostSslThumbprintInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for HostStorageArrayTypePolicyOption {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostStorageArrayTypePolicyOption {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostStorageArrayTypePolicyOption>>) -> Object {
@@ -1716,11 +1628,11 @@ impl x::ObjectArrayItem for HostStorageArrayTypePolicyOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostStorageArrayTypePolicyOption>> {
-        match object { Object::ArrayOfHostStorageArrayTypePolicyOption(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostStorageArrayTypePolicyOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostStorageArrayTypePolicyOption>>, Object> {
-        match object { Object::ArrayOfHostStorageArrayTypePolicyOption(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostStorageArrayTypePolicyOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1732,11 +1644,11 @@ impl x::ObjectArrayItem for HostStorageElementInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostStorageElementInfo>> {
-        match object { Object::ArrayOfHostStorageElementInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostStorageElementInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostStorageElementInfo>>, Object> {
-        match object { Object::ArrayOfHostStorageElementInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostStorageElementInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1748,11 +1660,11 @@ impl x::ObjectArrayItem for HostStorageOperationalInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostStorageOperationalInfo>> {
-        match object { Object::ArrayOfHostStorageOperationalInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostStorageOperationalInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostStorageOperationalInfo>>, Object> {
-        match object { Object::ArrayOfHostStorageOperationalInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostStorageOperationalInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1764,11 +1676,11 @@ impl x::ObjectArrayItem for HostStorageSystemDiskLocatorLedResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostStorageSystemDiskLocatorLedResult>> {
-        match object { Object::ArrayOfHostStorageSystemDiskLocatorLedResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostStorageSystemDiskLocatorLedResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostStorageSystemDiskLocatorLedResult>>, Object> {
-        match object { Object::ArrayOfHostStorageSystemDiskLocatorLedResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostStorageSystemDiskLocatorLedResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1780,11 +1692,11 @@ impl x::ObjectArrayItem for HostStorageSystemScsiLunResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostStorageSystemScsiLunResult>> {
-        match object { Object::ArrayOfHostStorageSystemScsiLunResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostStorageSystemScsiLunResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostStorageSystemScsiLunResult>>, Object> {
-        match object { Object::ArrayOfHostStorageSystemScsiLunResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostStorageSystemScsiLunResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1796,11 +1708,11 @@ impl x::ObjectArrayItem for HostStorageSystemVmfsVolumeResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostStorageSystemVmfsVolumeResult>> {
-        match object { Object::ArrayOfHostStorageSystemVmfsVolumeResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostStorageSystemVmfsVolumeResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostStorageSystemVmfsVolumeResult>>, Object> {
-        match object { Object::ArrayOfHostStorageSystemVmfsVolumeResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostStorageSystemVmfsVolumeResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1812,11 +1724,11 @@ impl x::ObjectArrayItem for HostSubSpecification {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostSubSpecification>> {
-        match object { Object::ArrayOfHostSubSpecification(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostSubSpecification(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostSubSpecification>>, Object> {
-        match object { Object::ArrayOfHostSubSpecification(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostSubSpecification(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1828,11 +1740,11 @@ impl x::ObjectArrayItem for HostSystemIdentificationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostSystemIdentificationInfo>> {
-        match object { Object::ArrayOfHostSystemIdentificationInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostSystemIdentificationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostSystemIdentificationInfo>>, Object> {
-        match object { Object::ArrayOfHostSystemIdentificationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostSystemIdentificationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1844,11 +1756,11 @@ impl x::ObjectArrayItem for HostSystemResourceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostSystemResourceInfo>> {
-        match object { Object::ArrayOfHostSystemResourceInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostSystemResourceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostSystemResourceInfo>>, Object> {
-        match object { Object::ArrayOfHostSystemResourceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostSystemResourceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1860,11 +1772,11 @@ impl x::ObjectArrayItem for AnyHostSystemSwapConfigurationSystemSwapOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyHostSystemSwapConfigurationSystemSwapOption>> {
-        match object { Object::ArrayOfHostSystemSwapConfigurationSystemSwapOption(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostSystemSwapConfigurationSystemSwapOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyHostSystemSwapConfigurationSystemSwapOption>>, Object> {
-        match object { Object::ArrayOfHostSystemSwapConfigurationSystemSwapOption(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostSystemSwapConfigurationSystemSwapOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1876,11 +1788,11 @@ impl x::ObjectArrayItem for HostTpmDigestInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostTpmDigestInfo>> {
-        match object { Object::ArrayOfHostTpmDigestInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostTpmDigestInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostTpmDigestInfo>>, Object> {
-        match object { Object::ArrayOfHostTpmDigestInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostTpmDigestInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1892,11 +1804,11 @@ impl x::ObjectArrayItem for HostTpmEventLogEntry {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostTpmEventLogEntry>> {
-        match object { Object::ArrayOfHostTpmEventLogEntry(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostTpmEventLogEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostTpmEventLogEntry>>, Object> {
-        match object { Object::ArrayOfHostTpmEventLogEntry(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostTpmEventLogEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1908,11 +1820,11 @@ impl x::ObjectArrayItem for HostTrustAuthorityAttestationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostTrustAuthorityAttestationInfo>> {
-        match object { Object::ArrayOfHostTrustAuthorityAttestationInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostTrustAuthorityAttestationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostTrustAuthorityAttestationInfo>>, Object> {
-        match object { Object::ArrayOfHostTrustAuthorityAttestationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostTrustAuthorityAttestationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1924,15 +1836,15 @@ impl x::ObjectArrayItem for HostUnresolvedVmfsExtent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostUnresolvedVmfsExtent>> {
-        match object { Object::ArrayOfHostUnresolvedVmfsExtent(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostUnresolvedVmfsExtent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostUnresolvedVmfsExtent>>, Object> {
-        match object { Object::ArrayOfHostUnresolvedVmfsExtent(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostUnresolvedVmfsExtent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for HostUnresolvedVmfsResolutionResult {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostUnresolvedVmfsResolutionResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostUnresolvedVmfsResolutionResult>>) -> Object {
@@ -1940,15 +1852,15 @@ impl x::ObjectArrayItem for HostUnresolvedVmfsResolutionResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostUnresolvedVmfsResolutionResult>> {
-        match object { Object::ArrayOfHostUnresolvedVmfsResolutionResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostUnresolvedVmfsResolutionResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostUnresolvedVmfsResolutionResult>>, Object> {
-        match object { Object::ArrayOfHostUnresolvedVmfsResolutionResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostUnresolvedVmfsResolutionResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for HostUnresolvedVmfsResolutionSpec {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostUnresolvedVmfsResolutionSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostUnresolvedVmfsResolutionSpec>>) -> Object {
@@ -1956,11 +1868,11 @@ impl x::ObjectArrayItem for HostUnresolvedVmfsResolutionSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostUnresolvedVmfsResolutionSpec>> {
-        match object { Object::ArrayOfHostUnresolvedVmfsResolutionSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostUnresolvedVmfsResolutionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostUnresolvedVmfsResolutionSpec>>, Object> {
-        match object { Object::ArrayOfHostUnresolvedVmfsResolutionSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostUnresolvedVmfsResolutionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1972,11 +1884,11 @@ impl x::ObjectArrayItem for HostUnresolvedVmfsVolume {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostUnresolvedVmfsVolume>> {
-        match object { Object::ArrayOfHostUnresolvedVmfsVolume(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostUnresolvedVmfsVolume(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostUnresolvedVmfsVolume>>, Object> {
-        match object { Object::ArrayOfHostUnresolvedVmfsVolume(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostUnresolvedVmfsVolume(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1988,11 +1900,11 @@ impl x::ObjectArrayItem for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleCo
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption>> {
-        match object { Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption>>, Object> {
-        match object { Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2004,11 +1916,11 @@ impl x::ObjectArrayItem for HostVMotionCompatibility {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostVMotionCompatibility>> {
-        match object { Object::ArrayOfHostVMotionCompatibility(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostVMotionCompatibility(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostVMotionCompatibility>>, Object> {
-        match object { Object::ArrayOfHostVMotionCompatibility(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostVMotionCompatibility(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2020,10 +1932,10 @@ impl x::ObjectArrayItem for HostVirtualNic {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<HostVirtualNic>> {
-        match object { Object::ArrayOfHostVirtualNic(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfHostVirtualNic(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<HostVirtualNic>>, Object> {
-        match object { Object::ArrayOfHostVirtualNic(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfHostVirtualNic(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -192,10 +192,10 @@ pub enum Object {
     ArrayOfHostVirtualSwitchConfig(Box<Vec<HostVirtualSwitchConfig>>),
     ArrayOfHostVmciAccessManagerAccessSpec(Box<Vec<HostVmciAccessManagerAccessSpec>>),
     ArrayOfHostVmfsRescanResult(Box<Vec<HostVmfsRescanResult>>),
-    ArrayOfHostVsanInternalSystemCmmdsQuery(Box<Vec<HostVsanInternalSystemCmmdsQuery>>),
-    ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(Box<Vec<HostVsanInternalSystemDeleteVsanObjectsResult>>),
-    ArrayOfHostVsanInternalSystemVsanObjectOperationResult(Box<Vec<HostVsanInternalSystemVsanObjectOperationResult>>),
-    ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(Box<Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>>),
+    #[cfg(feature = "admin")] ArrayOfHostVsanInternalSystemCmmdsQuery(Box<Vec<HostVsanInternalSystemCmmdsQuery>>),
+    #[cfg(feature = "admin")] ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(Box<Vec<HostVsanInternalSystemDeleteVsanObjectsResult>>),
+    #[cfg(feature = "admin")] ArrayOfHostVsanInternalSystemVsanObjectOperationResult(Box<Vec<HostVsanInternalSystemVsanObjectOperationResult>>),
+    #[cfg(feature = "admin")] ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(Box<Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>>),
     ArrayOfHostVvolNQN(Box<Vec<HostVvolNQN>>),
     ArrayOfHostVvolVolumeHostVvolNQN(Box<Vec<HostVvolVolumeHostVvolNQN>>),
     ArrayOfHttpNfcLeaseDatastoreLeaseInfo(Box<Vec<HttpNfcLeaseDatastoreLeaseInfo>>),
@@ -207,24 +207,24 @@ pub enum Object {
     ArrayOfID(Box<Vec<ID>>),
     ArrayOfImportOperationBulkFaultFaultOnImport(Box<Vec<ImportOperationBulkFaultFaultOnImport>>),
     ArrayOfImportSpec(Box<Vec<AnyImportSpec>>),
-    ArrayOfIoFilterHostIssue(Box<Vec<IoFilterHostIssue>>),
-    ArrayOfIpPool(Box<Vec<IpPool>>),
-    ArrayOfIpPoolAssociation(Box<Vec<IpPoolAssociation>>),
-    ArrayOfIpPoolManagerIpAllocation(Box<Vec<IpPoolManagerIpAllocation>>),
-    ArrayOfIscsiDependencyEntity(Box<Vec<IscsiDependencyEntity>>),
-    ArrayOfIscsiPortInfo(Box<Vec<IscsiPortInfo>>),
-    ArrayOfKernelModuleInfo(Box<Vec<KernelModuleInfo>>),
+    #[cfg(feature = "admin")] ArrayOfIoFilterHostIssue(Box<Vec<IoFilterHostIssue>>),
+    #[cfg(feature = "admin")] ArrayOfIpPool(Box<Vec<IpPool>>),
+    #[cfg(feature = "admin")] ArrayOfIpPoolAssociation(Box<Vec<IpPoolAssociation>>),
+    #[cfg(feature = "admin")] ArrayOfIpPoolManagerIpAllocation(Box<Vec<IpPoolManagerIpAllocation>>),
+    #[cfg(feature = "admin")] ArrayOfIscsiDependencyEntity(Box<Vec<IscsiDependencyEntity>>),
+    #[cfg(feature = "admin")] ArrayOfIscsiPortInfo(Box<Vec<IscsiPortInfo>>),
+    #[cfg(feature = "admin")] ArrayOfKernelModuleInfo(Box<Vec<KernelModuleInfo>>),
     ArrayOfKeyAnyValue(Box<Vec<KeyAnyValue>>),
     ArrayOfKeyValue(Box<Vec<KeyValue>>),
-    ArrayOfKmipClusterInfo(Box<Vec<KmipClusterInfo>>),
-    ArrayOfKmipServerInfo(Box<Vec<KmipServerInfo>>),
-    ArrayOfLicenseAssignmentManagerLicenseAssignment(Box<Vec<LicenseAssignmentManagerLicenseAssignment>>),
-    ArrayOfLicenseAvailabilityInfo(Box<Vec<LicenseAvailabilityInfo>>),
+    #[cfg(feature = "admin")] ArrayOfKmipClusterInfo(Box<Vec<KmipClusterInfo>>),
+    #[cfg(feature = "admin")] ArrayOfKmipServerInfo(Box<Vec<KmipServerInfo>>),
+    #[cfg(feature = "admin")] ArrayOfLicenseAssignmentManagerLicenseAssignment(Box<Vec<LicenseAssignmentManagerLicenseAssignment>>),
+    #[cfg(feature = "admin")] ArrayOfLicenseAvailabilityInfo(Box<Vec<LicenseAvailabilityInfo>>),
     ArrayOfLicenseFeatureInfo(Box<Vec<LicenseFeatureInfo>>),
     ArrayOfLicenseManagerLicenseInfo(Box<Vec<LicenseManagerLicenseInfo>>),
-    ArrayOfLicenseReservationInfo(Box<Vec<LicenseReservationInfo>>),
+    #[cfg(feature = "admin")] ArrayOfLicenseReservationInfo(Box<Vec<LicenseReservationInfo>>),
     ArrayOfLocalizableMessage(Box<Vec<LocalizableMessage>>),
-    ArrayOfLocalizationManagerMessageCatalog(Box<Vec<LocalizationManagerMessageCatalog>>),
+    #[cfg(feature = "admin")] ArrayOfLocalizationManagerMessageCatalog(Box<Vec<LocalizationManagerMessageCatalog>>),
     ArrayOfLocalizedMethodFault(Box<Vec<LocalizedMethodFault>>),
     ArrayOfManagedEntityStatus(Box<Vec<ManagedEntityStatus>>),
     ArrayOfMethodActionArgument(Box<Vec<MethodActionArgument>>),
@@ -243,12 +243,12 @@ pub enum Object {
     ArrayOfNoPermissionEntityPrivileges(Box<Vec<NoPermissionEntityPrivileges>>),
     ArrayOfNsxHostVNicProfile(Box<Vec<NsxHostVNicProfile>>),
     ArrayOfNumericRange(Box<Vec<NumericRange>>),
-    ArrayOfNvdimmDimmInfo(Box<Vec<NvdimmDimmInfo>>),
-    ArrayOfNvdimmGuid(Box<Vec<NvdimmGuid>>),
-    ArrayOfNvdimmInterleaveSetInfo(Box<Vec<NvdimmInterleaveSetInfo>>),
-    ArrayOfNvdimmNamespaceDetails(Box<Vec<NvdimmNamespaceDetails>>),
-    ArrayOfNvdimmNamespaceInfo(Box<Vec<NvdimmNamespaceInfo>>),
-    ArrayOfNvdimmRegionInfo(Box<Vec<NvdimmRegionInfo>>),
+    #[cfg(feature = "admin")] ArrayOfNvdimmDimmInfo(Box<Vec<NvdimmDimmInfo>>),
+    #[cfg(feature = "admin")] ArrayOfNvdimmGuid(Box<Vec<NvdimmGuid>>),
+    #[cfg(feature = "admin")] ArrayOfNvdimmInterleaveSetInfo(Box<Vec<NvdimmInterleaveSetInfo>>),
+    #[cfg(feature = "admin")] ArrayOfNvdimmNamespaceDetails(Box<Vec<NvdimmNamespaceDetails>>),
+    #[cfg(feature = "admin")] ArrayOfNvdimmNamespaceInfo(Box<Vec<NvdimmNamespaceInfo>>),
+    #[cfg(feature = "admin")] ArrayOfNvdimmRegionInfo(Box<Vec<NvdimmRegionInfo>>),
     ArrayOfObjectContent(Box<Vec<ObjectContent>>),
     ArrayOfObjectSpec(Box<Vec<ObjectSpec>>),
     ArrayOfObjectUpdate(Box<Vec<ObjectUpdate>>),
@@ -287,10 +287,10 @@ fn decode(
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualSwitchConfig(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVmciAccessManagerAccessSpec(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVmfsRescanResult(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVvolNQN(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVvolVolumeHostVvolNQN(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v), Err(e) => return Some(Err(e)) },
@@ -302,24 +302,24 @@ fn decode(
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfID(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfImportOperationBulkFaultFaultOnImport(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfImportSpec(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIoFilterHostIssue(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIpPool(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIpPoolAssociation(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIpPoolManagerIpAllocation(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIscsiDependencyEntity(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIscsiPortInfo(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfKernelModuleInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIoFilterHostIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIpPool(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIpPoolAssociation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIpPoolManagerIpAllocation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIscsiDependencyEntity(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfIscsiPortInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfKernelModuleInfo(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfKeyAnyValue(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfKeyValue(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfKmipClusterInfo(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfKmipServerInfo(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLicenseAvailabilityInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfKmipClusterInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfKmipServerInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLicenseAvailabilityInfo(v), Err(e) => return Some(Err(e)) },
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLicenseFeatureInfo(v), Err(e) => return Some(Err(e)) },
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLicenseManagerLicenseInfo(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLicenseReservationInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLicenseReservationInfo(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLocalizableMessage(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLocalizationManagerMessageCatalog(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLocalizationManagerMessageCatalog(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfLocalizedMethodFault(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfManagedEntityStatus(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfMethodActionArgument(v), Err(e) => return Some(Err(e)) },
@@ -338,12 +338,12 @@ fn decode(
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNoPermissionEntityPrivileges(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNsxHostVNicProfile(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNumericRange(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmDimmInfo(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmGuid(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmInterleaveSetInfo(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmNamespaceDetails(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmNamespaceInfo(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmRegionInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmDimmInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmGuid(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmInterleaveSetInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmNamespaceDetails(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmNamespaceInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfNvdimmRegionInfo(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfObjectContent(v), Err(e) => return Some(Err(e)) },
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfObjectSpec(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfObjectUpdate(v), Err(e) => return Some(Err(e)) },
@@ -376,10 +376,10 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfHostVirtualSwitchConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostVmciAccessManagerAccessSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostVmfsRescanResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostVvolNQN(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostVvolVolumeHostVvolNQN(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -391,24 +391,24 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfID(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfImportOperationBulkFaultFaultOnImport(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfImportSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfIoFilterHostIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfIpPool(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfIpPoolAssociation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfIpPoolManagerIpAllocation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfIscsiDependencyEntity(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfIscsiPortInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfKernelModuleInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfIoFilterHostIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfIpPool(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfIpPoolAssociation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfIpPoolManagerIpAllocation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfIscsiDependencyEntity(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfIscsiPortInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfKernelModuleInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfKeyAnyValue(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfKeyValue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfKmipClusterInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfKmipServerInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfLicenseAvailabilityInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfKmipClusterInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfKmipServerInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfLicenseAvailabilityInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfLicenseFeatureInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfLicenseManagerLicenseInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfLicenseReservationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfLicenseReservationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfLocalizableMessage(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfLocalizationManagerMessageCatalog(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfLocalizationManagerMessageCatalog(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfLocalizedMethodFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfManagedEntityStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfMethodActionArgument(v) => std::fmt::Debug::fmt(&**v, f),
@@ -427,12 +427,12 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfNoPermissionEntityPrivileges(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfNsxHostVNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfNumericRange(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfNvdimmDimmInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfNvdimmGuid(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfNvdimmInterleaveSetInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfNvdimmNamespaceDetails(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfNvdimmNamespaceInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfNvdimmRegionInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfNvdimmDimmInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfNvdimmGuid(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfNvdimmInterleaveSetInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfNvdimmNamespaceDetails(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfNvdimmNamespaceInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfNvdimmRegionInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfObjectContent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfObjectSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfObjectUpdate(v) => std::fmt::Debug::fmt(&**v, f),
@@ -461,94 +461,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ArrayOfHostVirtualNicConfig(v) => Object::ArrayOfHostVirtualNicConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v) => Object::ArrayOfHostVirtualNicManagerNicTypeSelection(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVirtualSwitch(v) => Object::ArrayOfHostVirtualSwitch(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVirtualSwitchConfig(v) => Object::ArrayOfHostVirtualSwitchConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVmciAccessManagerAccessSpec(v) => Object::ArrayOfHostVmciAccessManagerAccessSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVmfsRescanResult(v) => Object::ArrayOfHostVmfsRescanResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => Object::ArrayOfHostVsanInternalSystemCmmdsQuery(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v) => Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v) => Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVvolNQN(v) => Object::ArrayOfHostVvolNQN(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVvolVolumeHostVvolNQN(v) => Object::ArrayOfHostVvolVolumeHostVvolNQN(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v) => Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHttpNfcLeaseDeviceUrl(v) => Object::ArrayOfHttpNfcLeaseDeviceUrl(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHttpNfcLeaseHostInfo(v) => Object::ArrayOfHttpNfcLeaseHostInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHttpNfcLeaseManifestEntry(v) => Object::ArrayOfHttpNfcLeaseManifestEntry(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHttpNfcLeaseProbeResult(v) => Object::ArrayOfHttpNfcLeaseProbeResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHttpNfcLeaseSourceFile(v) => Object::ArrayOfHttpNfcLeaseSourceFile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfID(v) => Object::ArrayOfID(Box::new(x::clone_vec(v))),
-            Object::ArrayOfImportOperationBulkFaultFaultOnImport(v) => Object::ArrayOfImportOperationBulkFaultFaultOnImport(Box::new(x::clone_vec(v))),
-            Object::ArrayOfImportSpec(v) => Object::ArrayOfImportSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfIoFilterHostIssue(v) => Object::ArrayOfIoFilterHostIssue(Box::new(x::clone_vec(v))),
-            Object::ArrayOfIpPool(v) => Object::ArrayOfIpPool(Box::new(x::clone_vec(v))),
-            Object::ArrayOfIpPoolAssociation(v) => Object::ArrayOfIpPoolAssociation(Box::new(x::clone_vec(v))),
-            Object::ArrayOfIpPoolManagerIpAllocation(v) => Object::ArrayOfIpPoolManagerIpAllocation(Box::new(x::clone_vec(v))),
-            Object::ArrayOfIscsiDependencyEntity(v) => Object::ArrayOfIscsiDependencyEntity(Box::new(x::clone_vec(v))),
-            Object::ArrayOfIscsiPortInfo(v) => Object::ArrayOfIscsiPortInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfKernelModuleInfo(v) => Object::ArrayOfKernelModuleInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfKeyAnyValue(v) => Object::ArrayOfKeyAnyValue(Box::new(x::clone_vec(v))),
-            Object::ArrayOfKeyValue(v) => Object::ArrayOfKeyValue(Box::new(x::clone_vec(v))),
-            Object::ArrayOfKmipClusterInfo(v) => Object::ArrayOfKmipClusterInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfKmipServerInfo(v) => Object::ArrayOfKmipServerInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v) => Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(Box::new(x::clone_vec(v))),
-            Object::ArrayOfLicenseAvailabilityInfo(v) => Object::ArrayOfLicenseAvailabilityInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfLicenseFeatureInfo(v) => Object::ArrayOfLicenseFeatureInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfLicenseManagerLicenseInfo(v) => Object::ArrayOfLicenseManagerLicenseInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfLicenseReservationInfo(v) => Object::ArrayOfLicenseReservationInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfLocalizableMessage(v) => Object::ArrayOfLocalizableMessage(Box::new(x::clone_vec(v))),
-            Object::ArrayOfLocalizationManagerMessageCatalog(v) => Object::ArrayOfLocalizationManagerMessageCatalog(Box::new(x::clone_vec(v))),
-            Object::ArrayOfLocalizedMethodFault(v) => Object::ArrayOfLocalizedMethodFault(Box::new(x::clone_vec(v))),
-            Object::ArrayOfManagedEntityStatus(v) => Object::ArrayOfManagedEntityStatus(Box::new(x::clone_vec(v))),
-            Object::ArrayOfMethodActionArgument(v) => Object::ArrayOfMethodActionArgument(Box::new(x::clone_vec(v))),
-            Object::ArrayOfMethodFault(v) => Object::ArrayOfMethodFault(Box::new(x::clone_vec(v))),
-            Object::ArrayOfMissingObject(v) => Object::ArrayOfMissingObject(Box::new(x::clone_vec(v))),
-            Object::ArrayOfMissingProperty(v) => Object::ArrayOfMissingProperty(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-faults")] Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(v) => Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNasStorageProfile(v) => Object::ArrayOfNasStorageProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNetIpConfigInfoIpAddress(v) => Object::ArrayOfNetIpConfigInfoIpAddress(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNetIpConfigSpecIpAddressSpec(v) => Object::ArrayOfNetIpConfigSpecIpAddressSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNetIpRouteConfigInfoIpRoute(v) => Object::ArrayOfNetIpRouteConfigInfoIpRoute(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNetIpRouteConfigSpecIpRouteSpec(v) => Object::ArrayOfNetIpRouteConfigSpecIpRouteSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNetIpStackInfoDefaultRouter(v) => Object::ArrayOfNetIpStackInfoDefaultRouter(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNetIpStackInfoNetToMedia(v) => Object::ArrayOfNetIpStackInfoNetToMedia(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNetStackInstanceProfile(v) => Object::ArrayOfNetStackInstanceProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNoPermissionEntityPrivileges(v) => Object::ArrayOfNoPermissionEntityPrivileges(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNsxHostVNicProfile(v) => Object::ArrayOfNsxHostVNicProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNumericRange(v) => Object::ArrayOfNumericRange(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNvdimmDimmInfo(v) => Object::ArrayOfNvdimmDimmInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNvdimmGuid(v) => Object::ArrayOfNvdimmGuid(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNvdimmInterleaveSetInfo(v) => Object::ArrayOfNvdimmInterleaveSetInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNvdimmNamespaceDetails(v) => Object::ArrayOfNvdimmNamespaceDetails(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNvdimmNamespaceInfo(v) => Object::ArrayOfNvdimmNamespaceInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNvdimmRegionInfo(v) => Object::ArrayOfNvdimmRegionInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfObjectContent(v) => Object::ArrayOfObjectContent(Box::new(x::clone_vec(v))),
-            Object::ArrayOfObjectSpec(v) => Object::ArrayOfObjectSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfObjectUpdate(v) => Object::ArrayOfObjectUpdate(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOpaqueNetworkTargetInfo(v) => Object::ArrayOfOpaqueNetworkTargetInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOptionDef(v) => Object::ArrayOfOptionDef(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOptionProfile(v) => Object::ArrayOfOptionProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOptionValue(v) => Object::ArrayOfOptionValue(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfConsumerOstNode(v) => Object::ArrayOfOvfConsumerOstNode(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfConsumerOvfSection(v) => Object::ArrayOfOvfConsumerOvfSection(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfDatastoreMapping(v) => Object::ArrayOfOvfDatastoreMapping(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfDeploymentOption(v) => Object::ArrayOfOvfDeploymentOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfFile(v) => Object::ArrayOfOvfFile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfFileItem(v) => Object::ArrayOfOvfFileItem(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfNetworkInfo(v) => Object::ArrayOfOvfNetworkInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfNetworkMapping(v) => Object::ArrayOfOvfNetworkMapping(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfOptionInfo(v) => Object::ArrayOfOvfOptionInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfResourceMap(v) => Object::ArrayOfOvfResourceMap(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfStorageProfileMapping(v) => Object::ArrayOfOvfStorageProfileMapping(Box::new(x::clone_vec(v))),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -558,10 +470,10 @@ impl x::DataObject for Object {
             Object::ArrayOfHostVirtualSwitchConfig(_) => "ArrayOfHostVirtualSwitchConfig",
             Object::ArrayOfHostVmciAccessManagerAccessSpec(_) => "ArrayOfHostVmciAccessManagerAccessSpec",
             Object::ArrayOfHostVmfsRescanResult(_) => "ArrayOfHostVmfsRescanResult",
-            Object::ArrayOfHostVsanInternalSystemCmmdsQuery(_) => "ArrayOfHostVsanInternalSystemCmmdsQuery",
-            Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(_) => "ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult",
-            Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(_) => "ArrayOfHostVsanInternalSystemVsanObjectOperationResult",
-            Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(_) => "ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult",
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemCmmdsQuery(_) => "ArrayOfHostVsanInternalSystemCmmdsQuery",
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(_) => "ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult",
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(_) => "ArrayOfHostVsanInternalSystemVsanObjectOperationResult",
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(_) => "ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult",
             Object::ArrayOfHostVvolNQN(_) => "ArrayOfHostVvolNQN",
             Object::ArrayOfHostVvolVolumeHostVvolNQN(_) => "ArrayOfHostVvolVolumeHostVvolNQN",
             Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(_) => "ArrayOfHttpNfcLeaseDatastoreLeaseInfo",
@@ -573,24 +485,24 @@ impl x::DataObject for Object {
             Object::ArrayOfID(_) => "ArrayOfID",
             Object::ArrayOfImportOperationBulkFaultFaultOnImport(_) => "ArrayOfImportOperationBulkFaultFaultOnImport",
             Object::ArrayOfImportSpec(_) => "ArrayOfImportSpec",
-            Object::ArrayOfIoFilterHostIssue(_) => "ArrayOfIoFilterHostIssue",
-            Object::ArrayOfIpPool(_) => "ArrayOfIpPool",
-            Object::ArrayOfIpPoolAssociation(_) => "ArrayOfIpPoolAssociation",
-            Object::ArrayOfIpPoolManagerIpAllocation(_) => "ArrayOfIpPoolManagerIpAllocation",
-            Object::ArrayOfIscsiDependencyEntity(_) => "ArrayOfIscsiDependencyEntity",
-            Object::ArrayOfIscsiPortInfo(_) => "ArrayOfIscsiPortInfo",
-            Object::ArrayOfKernelModuleInfo(_) => "ArrayOfKernelModuleInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfIoFilterHostIssue(_) => "ArrayOfIoFilterHostIssue",
+            #[cfg(feature = "admin")] Object::ArrayOfIpPool(_) => "ArrayOfIpPool",
+            #[cfg(feature = "admin")] Object::ArrayOfIpPoolAssociation(_) => "ArrayOfIpPoolAssociation",
+            #[cfg(feature = "admin")] Object::ArrayOfIpPoolManagerIpAllocation(_) => "ArrayOfIpPoolManagerIpAllocation",
+            #[cfg(feature = "admin")] Object::ArrayOfIscsiDependencyEntity(_) => "ArrayOfIscsiDependencyEntity",
+            #[cfg(feature = "admin")] Object::ArrayOfIscsiPortInfo(_) => "ArrayOfIscsiPortInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfKernelModuleInfo(_) => "ArrayOfKernelModuleInfo",
             Object::ArrayOfKeyAnyValue(_) => "ArrayOfKeyAnyValue",
             Object::ArrayOfKeyValue(_) => "ArrayOfKeyValue",
-            Object::ArrayOfKmipClusterInfo(_) => "ArrayOfKmipClusterInfo",
-            Object::ArrayOfKmipServerInfo(_) => "ArrayOfKmipServerInfo",
-            Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(_) => "ArrayOfLicenseAssignmentManagerLicenseAssignment",
-            Object::ArrayOfLicenseAvailabilityInfo(_) => "ArrayOfLicenseAvailabilityInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfKmipClusterInfo(_) => "ArrayOfKmipClusterInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfKmipServerInfo(_) => "ArrayOfKmipServerInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(_) => "ArrayOfLicenseAssignmentManagerLicenseAssignment",
+            #[cfg(feature = "admin")] Object::ArrayOfLicenseAvailabilityInfo(_) => "ArrayOfLicenseAvailabilityInfo",
             Object::ArrayOfLicenseFeatureInfo(_) => "ArrayOfLicenseFeatureInfo",
             Object::ArrayOfLicenseManagerLicenseInfo(_) => "ArrayOfLicenseManagerLicenseInfo",
-            Object::ArrayOfLicenseReservationInfo(_) => "ArrayOfLicenseReservationInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfLicenseReservationInfo(_) => "ArrayOfLicenseReservationInfo",
             Object::ArrayOfLocalizableMessage(_) => "ArrayOfLocalizableMessage",
-            Object::ArrayOfLocalizationManagerMessageCatalog(_) => "ArrayOfLocalizationManagerMessageCatalog",
+            #[cfg(feature = "admin")] Object::ArrayOfLocalizationManagerMessageCatalog(_) => "ArrayOfLocalizationManagerMessageCatalog",
             Object::ArrayOfLocalizedMethodFault(_) => "ArrayOfLocalizedMethodFault",
             Object::ArrayOfManagedEntityStatus(_) => "ArrayOfManagedEntityStatus",
             Object::ArrayOfMethodActionArgument(_) => "ArrayOfMethodActionArgument",
@@ -609,12 +521,12 @@ impl x::DataObject for Object {
             Object::ArrayOfNoPermissionEntityPrivileges(_) => "ArrayOfNoPermissionEntityPrivileges",
             Object::ArrayOfNsxHostVNicProfile(_) => "ArrayOfNsxHostVNicProfile",
             Object::ArrayOfNumericRange(_) => "ArrayOfNumericRange",
-            Object::ArrayOfNvdimmDimmInfo(_) => "ArrayOfNvdimmDimmInfo",
-            Object::ArrayOfNvdimmGuid(_) => "ArrayOfNvdimmGuid",
-            Object::ArrayOfNvdimmInterleaveSetInfo(_) => "ArrayOfNvdimmInterleaveSetInfo",
-            Object::ArrayOfNvdimmNamespaceDetails(_) => "ArrayOfNvdimmNamespaceDetails",
-            Object::ArrayOfNvdimmNamespaceInfo(_) => "ArrayOfNvdimmNamespaceInfo",
-            Object::ArrayOfNvdimmRegionInfo(_) => "ArrayOfNvdimmRegionInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfNvdimmDimmInfo(_) => "ArrayOfNvdimmDimmInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfNvdimmGuid(_) => "ArrayOfNvdimmGuid",
+            #[cfg(feature = "admin")] Object::ArrayOfNvdimmInterleaveSetInfo(_) => "ArrayOfNvdimmInterleaveSetInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfNvdimmNamespaceDetails(_) => "ArrayOfNvdimmNamespaceDetails",
+            #[cfg(feature = "admin")] Object::ArrayOfNvdimmNamespaceInfo(_) => "ArrayOfNvdimmNamespaceInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfNvdimmRegionInfo(_) => "ArrayOfNvdimmRegionInfo",
             Object::ArrayOfObjectContent(_) => "ArrayOfObjectContent",
             Object::ArrayOfObjectSpec(_) => "ArrayOfObjectSpec",
             Object::ArrayOfObjectUpdate(_) => "ArrayOfObjectUpdate",
@@ -643,7 +555,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -658,10 +570,10 @@ impl x::DataObject for Object {
             Object::ArrayOfHostVirtualSwitchConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostVmciAccessManagerAccessSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostVmfsRescanResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostVvolNQN(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostVvolVolumeHostVvolNQN(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -673,24 +585,24 @@ impl x::DataObject for Object {
             Object::ArrayOfID(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfImportOperationBulkFaultFaultOnImport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfImportSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfIoFilterHostIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfIpPool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfIpPoolAssociation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfIpPoolManagerIpAllocation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfIscsiDependencyEntity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfIscsiPortInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfKernelModuleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfIoFilterHostIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfIpPool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfIpPoolAssociation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfIpPoolManagerIpAllocation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfIscsiDependencyEntity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfIscsiPortInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfKernelModuleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfKeyAnyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfKeyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfKmipClusterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfKmipServerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfLicenseAvailabilityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfKmipClusterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfKmipServerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfLicenseAvailabilityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfLicenseFeatureInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfLicenseManagerLicenseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfLicenseReservationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfLicenseReservationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfLocalizableMessage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfLocalizationManagerMessageCatalog(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfLocalizationManagerMessageCatalog(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfLocalizedMethodFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfManagedEntityStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfMethodActionArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -709,12 +621,12 @@ impl x::DataObject for Object {
             Object::ArrayOfNoPermissionEntityPrivileges(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfNsxHostVNicProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfNumericRange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfNvdimmDimmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfNvdimmGuid(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfNvdimmInterleaveSetInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfNvdimmNamespaceDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfNvdimmNamespaceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfNvdimmRegionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfNvdimmDimmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfNvdimmGuid(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfNvdimmInterleaveSetInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfNvdimmNamespaceDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfNvdimmNamespaceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfNvdimmRegionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfObjectContent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfObjectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfObjectUpdate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -834,7 +746,7 @@ impl x::ObjectArrayItem for HostVmfsRescanResult {
     }
 }
 
-impl x::ObjectArrayItem for HostVsanInternalSystemCmmdsQuery {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVsanInternalSystemCmmdsQuery {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostVsanInternalSystemCmmdsQuery>>) -> Object {
@@ -850,7 +762,7 @@ impl x::ObjectArrayItem for HostVsanInternalSystemCmmdsQuery {
     }
 }
 
-impl x::ObjectArrayItem for HostVsanInternalSystemDeleteVsanObjectsResult {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVsanInternalSystemDeleteVsanObjectsResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostVsanInternalSystemDeleteVsanObjectsResult>>) -> Object {
@@ -866,7 +778,7 @@ impl x::ObjectArrayItem for HostVsanInternalSystemDeleteVsanObjectsResult {
     }
 }
 
-impl x::ObjectArrayItem for HostVsanInternalSystemVsanObjectOperationResult {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVsanInternalSystemVsanObjectOperationResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostVsanInternalSystemVsanObjectOperationResult>>) -> Object {
@@ -882,7 +794,7 @@ impl x::ObjectArrayItem for HostVsanInternalSystemVsanObjectOperationResult {
     }
 }
 
-impl x::ObjectArrayItem for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>>) -> Object {
@@ -1074,7 +986,7 @@ impl x::ObjectArrayItem for AnyImportSpec {
     }
 }
 
-impl x::ObjectArrayItem for IoFilterHostIssue {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for IoFilterHostIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<IoFilterHostIssue>>) -> Object {
@@ -1090,7 +1002,7 @@ impl x::ObjectArrayItem for IoFilterHostIssue {
     }
 }
 
-impl x::ObjectArrayItem for IpPool {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for IpPool {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<IpPool>>) -> Object {
@@ -1106,7 +1018,7 @@ impl x::ObjectArrayItem for IpPool {
     }
 }
 
-impl x::ObjectArrayItem for IpPoolAssociation {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for IpPoolAssociation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<IpPoolAssociation>>) -> Object {
@@ -1122,7 +1034,7 @@ impl x::ObjectArrayItem for IpPoolAssociation {
     }
 }
 
-impl x::ObjectArrayItem for IpPoolManagerIpAllocation {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for IpPoolManagerIpAllocation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<IpPoolManagerIpAllocation>>) -> Object {
@@ -1138,7 +1050,7 @@ impl x::ObjectArrayItem for IpPoolManagerIpAllocation {
     }
 }
 
-impl x::ObjectArrayItem for IscsiDependencyEntity {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for IscsiDependencyEntity {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<IscsiDependencyEntity>>) -> Object {
@@ -1154,7 +1066,7 @@ impl x::ObjectArrayItem for IscsiDependencyEntity {
     }
 }
 
-impl x::ObjectArrayItem for IscsiPortInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for IscsiPortInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<IscsiPortInfo>>) -> Object {
@@ -1170,7 +1082,7 @@ impl x::ObjectArrayItem for IscsiPortInfo {
     }
 }
 
-impl x::ObjectArrayItem for KernelModuleInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for KernelModuleInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<KernelModuleInfo>>) -> Object {
@@ -1218,7 +1130,7 @@ impl x::ObjectArrayItem for KeyValue {
     }
 }
 
-impl x::ObjectArrayItem for KmipClusterInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for KmipClusterInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<KmipClusterInfo>>) -> Object {
@@ -1234,7 +1146,7 @@ impl x::ObjectArrayItem for KmipClusterInfo {
     }
 }
 
-impl x::ObjectArrayItem for KmipServerInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for KmipServerInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<KmipServerInfo>>) -> Object {
@@ -1250,7 +1162,7 @@ impl x::ObjectArrayItem for KmipServerInfo {
     }
 }
 
-impl x::ObjectArrayItem for LicenseAssignmentManagerLicenseAssignment {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for LicenseAssignmentManagerLicenseAssignment {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<LicenseAssignmentManagerLicenseAssignment>>) -> Object {
@@ -1266,7 +1178,7 @@ impl x::ObjectArrayItem for LicenseAssignmentManagerLicenseAssignment {
     }
 }
 
-impl x::ObjectArrayItem for LicenseAvailabilityInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for LicenseAvailabilityInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<LicenseAvailabilityInfo>>) -> Object {
@@ -1314,7 +1226,7 @@ impl x::ObjectArrayItem for LicenseManagerLicenseInfo {
     }
 }
 
-impl x::ObjectArrayItem for LicenseReservationInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for LicenseReservationInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<LicenseReservationInfo>>) -> Object {
@@ -1346,7 +1258,7 @@ impl x::ObjectArrayItem for LocalizableMessage {
     }
 }
 
-impl x::ObjectArrayItem for LocalizationManagerMessageCatalog {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for LocalizationManagerMessageCatalog {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<LocalizationManagerMessageCatalog>>) -> Object {
@@ -1650,7 +1562,7 @@ impl x::ObjectArrayItem for NumericRange {
     }
 }
 
-impl x::ObjectArrayItem for NvdimmDimmInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for NvdimmDimmInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<NvdimmDimmInfo>>) -> Object {
@@ -1666,7 +1578,7 @@ impl x::ObjectArrayItem for NvdimmDimmInfo {
     }
 }
 
-impl x::ObjectArrayItem for NvdimmGuid {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for NvdimmGuid {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<NvdimmGuid>>) -> Object {
@@ -1682,7 +1594,7 @@ impl x::ObjectArrayItem for NvdimmGuid {
     }
 }
 
-impl x::ObjectArrayItem for NvdimmInterleaveSetInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for NvdimmInterleaveSetInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<NvdimmInterleaveSetInfo>>) -> Object {
@@ -1698,7 +1610,7 @@ impl x::ObjectArrayItem for NvdimmInterleaveSetInfo {
     }
 }
 
-impl x::ObjectArrayItem for NvdimmNamespaceDetails {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for NvdimmNamespaceDetails {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<NvdimmNamespaceDetails>>) -> Object {
@@ -1714,7 +1626,7 @@ impl x::ObjectArrayItem for NvdimmNamespaceDetails {
     }
 }
 
-impl x::ObjectArrayItem for NvdimmNamespaceInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for NvdimmNamespaceInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<NvdimmNamespaceInfo>>) -> Object {
@@ -1730,7 +1642,7 @@ impl x::ObjectArrayItem for NvdimmNamespaceInfo {
     }
 }
 
-impl x::ObjectArrayItem for NvdimmRegionInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for NvdimmRegionInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<NvdimmRegionInfo>>) -> Object {

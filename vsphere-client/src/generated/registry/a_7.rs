@@ -197,32 +197,32 @@ pub enum Object {
     ArrayOfPermissionProfile(Box<Vec<PermissionProfile>>),
     ArrayOfPhysicalNic(Box<Vec<PhysicalNic>>),
     ArrayOfPhysicalNicConfig(Box<Vec<PhysicalNicConfig>>),
-    ArrayOfPhysicalNicHintInfo(Box<Vec<PhysicalNicHintInfo>>),
-    ArrayOfPhysicalNicIpHint(Box<Vec<PhysicalNicIpHint>>),
+    #[cfg(feature = "admin")] ArrayOfPhysicalNicHintInfo(Box<Vec<PhysicalNicHintInfo>>),
+    #[cfg(feature = "admin")] ArrayOfPhysicalNicIpHint(Box<Vec<PhysicalNicIpHint>>),
     ArrayOfPhysicalNicLinkInfo(Box<Vec<PhysicalNicLinkInfo>>),
-    ArrayOfPhysicalNicNameHint(Box<Vec<PhysicalNicNameHint>>),
+    #[cfg(feature = "admin")] ArrayOfPhysicalNicNameHint(Box<Vec<PhysicalNicNameHint>>),
     ArrayOfPhysicalNicProfile(Box<Vec<PhysicalNicProfile>>),
     ArrayOfPlacementAffinityRule(Box<Vec<PlacementAffinityRule>>),
     ArrayOfPlacementSpec(Box<Vec<PlacementSpec>>),
     ArrayOfPnicUplinkProfile(Box<Vec<PnicUplinkProfile>>),
     ArrayOfPodDiskLocator(Box<Vec<PodDiskLocator>>),
     ArrayOfPolicyOption(Box<Vec<AnyPolicyOption>>),
-    ArrayOfPrivilegeAvailability(Box<Vec<PrivilegeAvailability>>),
+    #[cfg(feature = "admin")] ArrayOfPrivilegeAvailability(Box<Vec<PrivilegeAvailability>>),
     ArrayOfProductComponentInfo(Box<Vec<ProductComponentInfo>>),
     ArrayOfProfileApplyProfileProperty(Box<Vec<ProfileApplyProfileProperty>>),
     ArrayOfProfileDeferredPolicyOptionParameter(Box<Vec<ProfileDeferredPolicyOptionParameter>>),
-    ArrayOfProfileDescriptionSection(Box<Vec<ProfileDescriptionSection>>),
+    #[cfg(feature = "admin")] ArrayOfProfileDescriptionSection(Box<Vec<ProfileDescriptionSection>>),
     ArrayOfProfileExecuteError(Box<Vec<ProfileExecuteError>>),
-    ArrayOfProfileExpression(Box<Vec<AnyProfileExpression>>),
-    ArrayOfProfileExpressionMetadata(Box<Vec<ProfileExpressionMetadata>>),
-    ArrayOfProfileMetadata(Box<Vec<ProfileMetadata>>),
-    ArrayOfProfileMetadataProfileOperationMessage(Box<Vec<ProfileMetadataProfileOperationMessage>>),
-    ArrayOfProfileMetadataProfileSortSpec(Box<Vec<ProfileMetadataProfileSortSpec>>),
-    ArrayOfProfileParameterMetadata(Box<Vec<ProfileParameterMetadata>>),
-    ArrayOfProfileParameterMetadataParameterRelationMetadata(Box<Vec<ProfileParameterMetadataParameterRelationMetadata>>),
+    #[cfg(feature = "admin")] ArrayOfProfileExpression(Box<Vec<AnyProfileExpression>>),
+    #[cfg(feature = "admin")] ArrayOfProfileExpressionMetadata(Box<Vec<ProfileExpressionMetadata>>),
+    #[cfg(feature = "admin")] ArrayOfProfileMetadata(Box<Vec<ProfileMetadata>>),
+    #[cfg(feature = "admin")] ArrayOfProfileMetadataProfileOperationMessage(Box<Vec<ProfileMetadataProfileOperationMessage>>),
+    #[cfg(feature = "admin")] ArrayOfProfileMetadataProfileSortSpec(Box<Vec<ProfileMetadataProfileSortSpec>>),
+    #[cfg(feature = "admin")] ArrayOfProfileParameterMetadata(Box<Vec<ProfileParameterMetadata>>),
+    #[cfg(feature = "admin")] ArrayOfProfileParameterMetadataParameterRelationMetadata(Box<Vec<ProfileParameterMetadataParameterRelationMetadata>>),
     ArrayOfProfilePolicy(Box<Vec<ProfilePolicy>>),
-    ArrayOfProfilePolicyMetadata(Box<Vec<ProfilePolicyMetadata>>),
-    ArrayOfProfilePolicyOptionMetadata(Box<Vec<AnyProfilePolicyOptionMetadata>>),
+    #[cfg(feature = "admin")] ArrayOfProfilePolicyMetadata(Box<Vec<ProfilePolicyMetadata>>),
+    #[cfg(feature = "admin")] ArrayOfProfilePolicyOptionMetadata(Box<Vec<AnyProfilePolicyOptionMetadata>>),
     ArrayOfProfileProfileStructureProperty(Box<Vec<ProfileProfileStructureProperty>>),
     ArrayOfProfilePropertyPath(Box<Vec<ProfilePropertyPath>>),
     ArrayOfProfileUpdateFailedUpdateFailure(Box<Vec<ProfileUpdateFailedUpdateFailure>>),
@@ -230,7 +230,7 @@ pub enum Object {
     ArrayOfPropertyFilterSpec(Box<Vec<PropertyFilterSpec>>),
     ArrayOfPropertyFilterUpdate(Box<Vec<PropertyFilterUpdate>>),
     ArrayOfPropertySpec(Box<Vec<PropertySpec>>),
-    ArrayOfRelation(Box<Vec<Relation>>),
+    #[cfg(feature = "admin")] ArrayOfRelation(Box<Vec<Relation>>),
     ArrayOfReplicationInfoDiskSettings(Box<Vec<ReplicationInfoDiskSettings>>),
     ArrayOfResourceConfigSpec(Box<Vec<ResourceConfigSpec>>),
     ArrayOfRetrieveVStorageObjSpec(Box<Vec<RetrieveVStorageObjSpec>>),
@@ -246,9 +246,9 @@ pub enum Object {
     ArrayOfSelectionSpec(Box<Vec<AnySelectionSpec>>),
     ArrayOfServiceConsolePortGroupProfile(Box<Vec<ServiceConsolePortGroupProfile>>),
     ArrayOfServiceLocator(Box<Vec<ServiceLocator>>),
-    ArrayOfServiceManagerServiceInfo(Box<Vec<ServiceManagerServiceInfo>>),
+    #[cfg(feature = "admin")] ArrayOfServiceManagerServiceInfo(Box<Vec<ServiceManagerServiceInfo>>),
     ArrayOfServiceProfile(Box<Vec<ServiceProfile>>),
-    ArrayOfSoftwarePackage(Box<Vec<SoftwarePackage>>),
+    #[cfg(feature = "admin")] ArrayOfSoftwarePackage(Box<Vec<SoftwarePackage>>),
     ArrayOfStaticRouteProfile(Box<Vec<StaticRouteProfile>>),
     ArrayOfStorageDrsOptionSpec(Box<Vec<StorageDrsOptionSpec>>),
     ArrayOfStorageDrsPlacementRankVmSpec(Box<Vec<StorageDrsPlacementRankVmSpec>>),
@@ -256,9 +256,9 @@ pub enum Object {
     ArrayOfStorageDrsVmConfigSpec(Box<Vec<StorageDrsVmConfigSpec>>),
     ArrayOfStoragePerformanceSummary(Box<Vec<StoragePerformanceSummary>>),
     ArrayOfStorageRequirement(Box<Vec<StorageRequirement>>),
-    ArrayOfStructuredCustomizations(Box<Vec<StructuredCustomizations>>),
+    #[cfg(feature = "admin")] ArrayOfStructuredCustomizations(Box<Vec<StructuredCustomizations>>),
     ArrayOfSubnetInfo(Box<Vec<SubnetInfo>>),
-    ArrayOfSystemEventInfo(Box<Vec<SystemEventInfo>>),
+    #[cfg(feature = "admin")] ArrayOfSystemEventInfo(Box<Vec<SystemEventInfo>>),
     ArrayOfTag(Box<Vec<Tag>>),
     ArrayOfTagId(Box<Vec<TagId>>),
     ArrayOfTagSpec(Box<Vec<TagSpec>>),
@@ -292,32 +292,32 @@ fn decode(
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPermissionProfile(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNic(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicConfig(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicHintInfo(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicIpHint(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicHintInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicIpHint(v), Err(e) => return Some(Err(e)) },
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicLinkInfo(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicNameHint(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicNameHint(v), Err(e) => return Some(Err(e)) },
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicProfile(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPlacementAffinityRule(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPlacementSpec(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPnicUplinkProfile(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPodDiskLocator(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPolicyOption(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPrivilegeAvailability(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPrivilegeAvailability(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProductComponentInfo(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileApplyProfileProperty(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileDeferredPolicyOptionParameter(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileDescriptionSection(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileDescriptionSection(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileExecuteError(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileExpression(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileExpressionMetadata(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileMetadata(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileMetadataProfileOperationMessage(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileMetadataProfileSortSpec(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileParameterMetadata(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileExpression(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileExpressionMetadata(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileMetadata(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileMetadataProfileOperationMessage(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileMetadataProfileSortSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileParameterMetadata(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v), Err(e) => return Some(Err(e)) },
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfilePolicy(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfilePolicyMetadata(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfilePolicyOptionMetadata(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfilePolicyMetadata(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfilePolicyOptionMetadata(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileProfileStructureProperty(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfilePropertyPath(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileUpdateFailedUpdateFailure(v), Err(e) => return Some(Err(e)) },
@@ -325,7 +325,7 @@ fn decode(
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPropertyFilterSpec(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPropertyFilterUpdate(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPropertySpec(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfRelation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfRelation(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfReplicationInfoDiskSettings(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfResourceConfigSpec(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfRetrieveVStorageObjSpec(v), Err(e) => return Some(Err(e)) },
@@ -341,9 +341,9 @@ fn decode(
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSelectionSpec(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfServiceConsolePortGroupProfile(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfServiceLocator(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfServiceManagerServiceInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfServiceManagerServiceInfo(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfServiceProfile(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSoftwarePackage(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSoftwarePackage(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStaticRouteProfile(v), Err(e) => return Some(Err(e)) },
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStorageDrsOptionSpec(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStorageDrsPlacementRankVmSpec(v), Err(e) => return Some(Err(e)) },
@@ -351,9 +351,9 @@ fn decode(
         70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStorageDrsVmConfigSpec(v), Err(e) => return Some(Err(e)) },
         71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStoragePerformanceSummary(v), Err(e) => return Some(Err(e)) },
         72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStorageRequirement(v), Err(e) => return Some(Err(e)) },
-        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStructuredCustomizations(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfStructuredCustomizations(v), Err(e) => return Some(Err(e)) },
         75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSubnetInfo(v), Err(e) => return Some(Err(e)) },
-        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSystemEventInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfSystemEventInfo(v), Err(e) => return Some(Err(e)) },
         77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTag(v), Err(e) => return Some(Err(e)) },
         78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTagId(v), Err(e) => return Some(Err(e)) },
         79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfTagSpec(v), Err(e) => return Some(Err(e)) },
@@ -381,32 +381,32 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfPermissionProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfPhysicalNic(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfPhysicalNicConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPhysicalNicHintInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPhysicalNicIpHint(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicHintInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicIpHint(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfPhysicalNicLinkInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPhysicalNicNameHint(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicNameHint(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfPhysicalNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfPlacementAffinityRule(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfPlacementSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfPnicUplinkProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfPodDiskLocator(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfPolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPrivilegeAvailability(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfPrivilegeAvailability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfProductComponentInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfProfileApplyProfileProperty(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfProfileDeferredPolicyOptionParameter(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfProfileDescriptionSection(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileDescriptionSection(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfProfileExecuteError(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfProfileExpression(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfProfileExpressionMetadata(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfProfileMetadata(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfProfileMetadataProfileOperationMessage(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfProfileMetadataProfileSortSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfProfileParameterMetadata(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileExpression(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileExpressionMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadataProfileOperationMessage(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadataProfileSortSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileParameterMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfProfilePolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfProfilePolicyMetadata(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfProfilePolicyOptionMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfilePolicyMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfilePolicyOptionMetadata(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfProfileProfileStructureProperty(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfProfilePropertyPath(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfProfileUpdateFailedUpdateFailure(v) => std::fmt::Debug::fmt(&**v, f),
@@ -414,7 +414,7 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfPropertyFilterSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfPropertyFilterUpdate(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfPropertySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfRelation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfRelation(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfReplicationInfoDiskSettings(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfResourceConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfRetrieveVStorageObjSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -430,9 +430,9 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfSelectionSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfServiceConsolePortGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfServiceLocator(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfServiceManagerServiceInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfServiceManagerServiceInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfServiceProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfSoftwarePackage(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfSoftwarePackage(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfStaticRouteProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfStorageDrsOptionSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfStorageDrsPlacementRankVmSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -440,9 +440,9 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfStorageDrsVmConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfStoragePerformanceSummary(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfStorageRequirement(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfStructuredCustomizations(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfStructuredCustomizations(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfSubnetInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfSystemEventInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfSystemEventInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfTag(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfTagId(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfTagSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -456,94 +456,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ArrayOfPerfCounterInfo(v) => Object::ArrayOfPerfCounterInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPerfEntityMetricBase(v) => Object::ArrayOfPerfEntityMetricBase(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPerfInterval(v) => Object::ArrayOfPerfInterval(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPerfMetricId(v) => Object::ArrayOfPerfMetricId(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPerfMetricSeries(v) => Object::ArrayOfPerfMetricSeries(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPerfMetricSeriesCSV(v) => Object::ArrayOfPerfMetricSeriesCSV(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPerfQuerySpec(v) => Object::ArrayOfPerfQuerySpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPerfSampleInfo(v) => Object::ArrayOfPerfSampleInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPerformanceManagerCounterLevelMapping(v) => Object::ArrayOfPerformanceManagerCounterLevelMapping(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPermission(v) => Object::ArrayOfPermission(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPermissionProfile(v) => Object::ArrayOfPermissionProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPhysicalNic(v) => Object::ArrayOfPhysicalNic(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPhysicalNicConfig(v) => Object::ArrayOfPhysicalNicConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPhysicalNicHintInfo(v) => Object::ArrayOfPhysicalNicHintInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPhysicalNicIpHint(v) => Object::ArrayOfPhysicalNicIpHint(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPhysicalNicLinkInfo(v) => Object::ArrayOfPhysicalNicLinkInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPhysicalNicNameHint(v) => Object::ArrayOfPhysicalNicNameHint(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPhysicalNicProfile(v) => Object::ArrayOfPhysicalNicProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPlacementAffinityRule(v) => Object::ArrayOfPlacementAffinityRule(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPlacementSpec(v) => Object::ArrayOfPlacementSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPnicUplinkProfile(v) => Object::ArrayOfPnicUplinkProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPodDiskLocator(v) => Object::ArrayOfPodDiskLocator(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPolicyOption(v) => Object::ArrayOfPolicyOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPrivilegeAvailability(v) => Object::ArrayOfPrivilegeAvailability(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProductComponentInfo(v) => Object::ArrayOfProductComponentInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileApplyProfileProperty(v) => Object::ArrayOfProfileApplyProfileProperty(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileDeferredPolicyOptionParameter(v) => Object::ArrayOfProfileDeferredPolicyOptionParameter(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileDescriptionSection(v) => Object::ArrayOfProfileDescriptionSection(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileExecuteError(v) => Object::ArrayOfProfileExecuteError(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileExpression(v) => Object::ArrayOfProfileExpression(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileExpressionMetadata(v) => Object::ArrayOfProfileExpressionMetadata(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileMetadata(v) => Object::ArrayOfProfileMetadata(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileMetadataProfileOperationMessage(v) => Object::ArrayOfProfileMetadataProfileOperationMessage(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileMetadataProfileSortSpec(v) => Object::ArrayOfProfileMetadataProfileSortSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileParameterMetadata(v) => Object::ArrayOfProfileParameterMetadata(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v) => Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfilePolicy(v) => Object::ArrayOfProfilePolicy(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfilePolicyMetadata(v) => Object::ArrayOfProfilePolicyMetadata(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfilePolicyOptionMetadata(v) => Object::ArrayOfProfilePolicyOptionMetadata(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileProfileStructureProperty(v) => Object::ArrayOfProfileProfileStructureProperty(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfilePropertyPath(v) => Object::ArrayOfProfilePropertyPath(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileUpdateFailedUpdateFailure(v) => Object::ArrayOfProfileUpdateFailedUpdateFailure(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPropertyChange(v) => Object::ArrayOfPropertyChange(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPropertyFilterSpec(v) => Object::ArrayOfPropertyFilterSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPropertyFilterUpdate(v) => Object::ArrayOfPropertyFilterUpdate(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPropertySpec(v) => Object::ArrayOfPropertySpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfRelation(v) => Object::ArrayOfRelation(Box::new(x::clone_vec(v))),
-            Object::ArrayOfReplicationInfoDiskSettings(v) => Object::ArrayOfReplicationInfoDiskSettings(Box::new(x::clone_vec(v))),
-            Object::ArrayOfResourceConfigSpec(v) => Object::ArrayOfResourceConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfRetrieveVStorageObjSpec(v) => Object::ArrayOfRetrieveVStorageObjSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfScheduledTaskDetail(v) => Object::ArrayOfScheduledTaskDetail(Box::new(x::clone_vec(v))),
-            Object::ArrayOfScsiLun(v) => Object::ArrayOfScsiLun(Box::new(x::clone_vec(v))),
-            Object::ArrayOfScsiLunDescriptor(v) => Object::ArrayOfScsiLunDescriptor(Box::new(x::clone_vec(v))),
-            Object::ArrayOfScsiLunDurableName(v) => Object::ArrayOfScsiLunDurableName(Box::new(x::clone_vec(v))),
-            Object::ArrayOfSearchIndexFilter(v) => Object::ArrayOfSearchIndexFilter(Box::new(x::clone_vec(v))),
-            Object::ArrayOfSearchIndexOptionalValue(v) => Object::ArrayOfSearchIndexOptionalValue(Box::new(x::clone_vec(v))),
-            Object::ArrayOfSearchIndexPredicate(v) => Object::ArrayOfSearchIndexPredicate(Box::new(x::clone_vec(v))),
-            Object::ArrayOfSearchIndexResourceItem(v) => Object::ArrayOfSearchIndexResourceItem(Box::new(x::clone_vec(v))),
-            Object::ArrayOfSelectionSet(v) => Object::ArrayOfSelectionSet(Box::new(x::clone_vec(v))),
-            Object::ArrayOfSelectionSpec(v) => Object::ArrayOfSelectionSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfServiceConsolePortGroupProfile(v) => Object::ArrayOfServiceConsolePortGroupProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfServiceLocator(v) => Object::ArrayOfServiceLocator(Box::new(x::clone_vec(v))),
-            Object::ArrayOfServiceManagerServiceInfo(v) => Object::ArrayOfServiceManagerServiceInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfServiceProfile(v) => Object::ArrayOfServiceProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfSoftwarePackage(v) => Object::ArrayOfSoftwarePackage(Box::new(x::clone_vec(v))),
-            Object::ArrayOfStaticRouteProfile(v) => Object::ArrayOfStaticRouteProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfStorageDrsOptionSpec(v) => Object::ArrayOfStorageDrsOptionSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfStorageDrsPlacementRankVmSpec(v) => Object::ArrayOfStorageDrsPlacementRankVmSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfStorageDrsVmConfigInfo(v) => Object::ArrayOfStorageDrsVmConfigInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfStorageDrsVmConfigSpec(v) => Object::ArrayOfStorageDrsVmConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfStoragePerformanceSummary(v) => Object::ArrayOfStoragePerformanceSummary(Box::new(x::clone_vec(v))),
-            Object::ArrayOfStorageRequirement(v) => Object::ArrayOfStorageRequirement(Box::new(x::clone_vec(v))),
-            Object::ArrayOfStructuredCustomizations(v) => Object::ArrayOfStructuredCustomizations(Box::new(x::clone_vec(v))),
-            Object::ArrayOfSubnetInfo(v) => Object::ArrayOfSubnetInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfSystemEventInfo(v) => Object::ArrayOfSystemEventInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfTag(v) => Object::ArrayOfTag(Box::new(x::clone_vec(v))),
-            Object::ArrayOfTagId(v) => Object::ArrayOfTagId(Box::new(x::clone_vec(v))),
-            Object::ArrayOfTagSpec(v) => Object::ArrayOfTagSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfTaskInfo(v) => Object::ArrayOfTaskInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfTaskInfoState(v) => Object::ArrayOfTaskInfoState(Box::new(x::clone_vec(v))),
-            Object::ArrayOfTypeDescription(v) => Object::ArrayOfTypeDescription(Box::new(x::clone_vec(v))),
-        }
     }
 }
 
@@ -563,32 +475,32 @@ impl x::DataObject for Object {
             Object::ArrayOfPermissionProfile(_) => "ArrayOfPermissionProfile",
             Object::ArrayOfPhysicalNic(_) => "ArrayOfPhysicalNic",
             Object::ArrayOfPhysicalNicConfig(_) => "ArrayOfPhysicalNicConfig",
-            Object::ArrayOfPhysicalNicHintInfo(_) => "ArrayOfPhysicalNicHintInfo",
-            Object::ArrayOfPhysicalNicIpHint(_) => "ArrayOfPhysicalNicIpHint",
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicHintInfo(_) => "ArrayOfPhysicalNicHintInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicIpHint(_) => "ArrayOfPhysicalNicIpHint",
             Object::ArrayOfPhysicalNicLinkInfo(_) => "ArrayOfPhysicalNicLinkInfo",
-            Object::ArrayOfPhysicalNicNameHint(_) => "ArrayOfPhysicalNicNameHint",
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicNameHint(_) => "ArrayOfPhysicalNicNameHint",
             Object::ArrayOfPhysicalNicProfile(_) => "ArrayOfPhysicalNicProfile",
             Object::ArrayOfPlacementAffinityRule(_) => "ArrayOfPlacementAffinityRule",
             Object::ArrayOfPlacementSpec(_) => "ArrayOfPlacementSpec",
             Object::ArrayOfPnicUplinkProfile(_) => "ArrayOfPnicUplinkProfile",
             Object::ArrayOfPodDiskLocator(_) => "ArrayOfPodDiskLocator",
             Object::ArrayOfPolicyOption(_) => "ArrayOfPolicyOption",
-            Object::ArrayOfPrivilegeAvailability(_) => "ArrayOfPrivilegeAvailability",
+            #[cfg(feature = "admin")] Object::ArrayOfPrivilegeAvailability(_) => "ArrayOfPrivilegeAvailability",
             Object::ArrayOfProductComponentInfo(_) => "ArrayOfProductComponentInfo",
             Object::ArrayOfProfileApplyProfileProperty(_) => "ArrayOfProfileApplyProfileProperty",
             Object::ArrayOfProfileDeferredPolicyOptionParameter(_) => "ArrayOfProfileDeferredPolicyOptionParameter",
-            Object::ArrayOfProfileDescriptionSection(_) => "ArrayOfProfileDescriptionSection",
+            #[cfg(feature = "admin")] Object::ArrayOfProfileDescriptionSection(_) => "ArrayOfProfileDescriptionSection",
             Object::ArrayOfProfileExecuteError(_) => "ArrayOfProfileExecuteError",
-            Object::ArrayOfProfileExpression(_) => "ArrayOfProfileExpression",
-            Object::ArrayOfProfileExpressionMetadata(_) => "ArrayOfProfileExpressionMetadata",
-            Object::ArrayOfProfileMetadata(_) => "ArrayOfProfileMetadata",
-            Object::ArrayOfProfileMetadataProfileOperationMessage(_) => "ArrayOfProfileMetadataProfileOperationMessage",
-            Object::ArrayOfProfileMetadataProfileSortSpec(_) => "ArrayOfProfileMetadataProfileSortSpec",
-            Object::ArrayOfProfileParameterMetadata(_) => "ArrayOfProfileParameterMetadata",
-            Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(_) => "ArrayOfProfileParameterMetadataParameterRelationMetadata",
+            #[cfg(feature = "admin")] Object::ArrayOfProfileExpression(_) => "ArrayOfProfileExpression",
+            #[cfg(feature = "admin")] Object::ArrayOfProfileExpressionMetadata(_) => "ArrayOfProfileExpressionMetadata",
+            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadata(_) => "ArrayOfProfileMetadata",
+            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadataProfileOperationMessage(_) => "ArrayOfProfileMetadataProfileOperationMessage",
+            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadataProfileSortSpec(_) => "ArrayOfProfileMetadataProfileSortSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfProfileParameterMetadata(_) => "ArrayOfProfileParameterMetadata",
+            #[cfg(feature = "admin")] Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(_) => "ArrayOfProfileParameterMetadataParameterRelationMetadata",
             Object::ArrayOfProfilePolicy(_) => "ArrayOfProfilePolicy",
-            Object::ArrayOfProfilePolicyMetadata(_) => "ArrayOfProfilePolicyMetadata",
-            Object::ArrayOfProfilePolicyOptionMetadata(_) => "ArrayOfProfilePolicyOptionMetadata",
+            #[cfg(feature = "admin")] Object::ArrayOfProfilePolicyMetadata(_) => "ArrayOfProfilePolicyMetadata",
+            #[cfg(feature = "admin")] Object::ArrayOfProfilePolicyOptionMetadata(_) => "ArrayOfProfilePolicyOptionMetadata",
             Object::ArrayOfProfileProfileStructureProperty(_) => "ArrayOfProfileProfileStructureProperty",
             Object::ArrayOfProfilePropertyPath(_) => "ArrayOfProfilePropertyPath",
             Object::ArrayOfProfileUpdateFailedUpdateFailure(_) => "ArrayOfProfileUpdateFailedUpdateFailure",
@@ -596,7 +508,7 @@ impl x::DataObject for Object {
             Object::ArrayOfPropertyFilterSpec(_) => "ArrayOfPropertyFilterSpec",
             Object::ArrayOfPropertyFilterUpdate(_) => "ArrayOfPropertyFilterUpdate",
             Object::ArrayOfPropertySpec(_) => "ArrayOfPropertySpec",
-            Object::ArrayOfRelation(_) => "ArrayOfRelation",
+            #[cfg(feature = "admin")] Object::ArrayOfRelation(_) => "ArrayOfRelation",
             Object::ArrayOfReplicationInfoDiskSettings(_) => "ArrayOfReplicationInfoDiskSettings",
             Object::ArrayOfResourceConfigSpec(_) => "ArrayOfResourceConfigSpec",
             Object::ArrayOfRetrieveVStorageObjSpec(_) => "ArrayOfRetrieveVStorageObjSpec",
@@ -612,9 +524,9 @@ impl x::DataObject for Object {
             Object::ArrayOfSelectionSpec(_) => "ArrayOfSelectionSpec",
             Object::ArrayOfServiceConsolePortGroupProfile(_) => "ArrayOfServiceConsolePortGroupProfile",
             Object::ArrayOfServiceLocator(_) => "ArrayOfServiceLocator",
-            Object::ArrayOfServiceManagerServiceInfo(_) => "ArrayOfServiceManagerServiceInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfServiceManagerServiceInfo(_) => "ArrayOfServiceManagerServiceInfo",
             Object::ArrayOfServiceProfile(_) => "ArrayOfServiceProfile",
-            Object::ArrayOfSoftwarePackage(_) => "ArrayOfSoftwarePackage",
+            #[cfg(feature = "admin")] Object::ArrayOfSoftwarePackage(_) => "ArrayOfSoftwarePackage",
             Object::ArrayOfStaticRouteProfile(_) => "ArrayOfStaticRouteProfile",
             Object::ArrayOfStorageDrsOptionSpec(_) => "ArrayOfStorageDrsOptionSpec",
             Object::ArrayOfStorageDrsPlacementRankVmSpec(_) => "ArrayOfStorageDrsPlacementRankVmSpec",
@@ -622,9 +534,9 @@ impl x::DataObject for Object {
             Object::ArrayOfStorageDrsVmConfigSpec(_) => "ArrayOfStorageDrsVmConfigSpec",
             Object::ArrayOfStoragePerformanceSummary(_) => "ArrayOfStoragePerformanceSummary",
             Object::ArrayOfStorageRequirement(_) => "ArrayOfStorageRequirement",
-            Object::ArrayOfStructuredCustomizations(_) => "ArrayOfStructuredCustomizations",
+            #[cfg(feature = "admin")] Object::ArrayOfStructuredCustomizations(_) => "ArrayOfStructuredCustomizations",
             Object::ArrayOfSubnetInfo(_) => "ArrayOfSubnetInfo",
-            Object::ArrayOfSystemEventInfo(_) => "ArrayOfSystemEventInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfSystemEventInfo(_) => "ArrayOfSystemEventInfo",
             Object::ArrayOfTag(_) => "ArrayOfTag",
             Object::ArrayOfTagId(_) => "ArrayOfTagId",
             Object::ArrayOfTagSpec(_) => "ArrayOfTagSpec",
@@ -641,7 +553,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -663,32 +575,32 @@ impl x::DataObject for Object {
             Object::ArrayOfPermissionProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfPhysicalNic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfPhysicalNicConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPhysicalNicHintInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPhysicalNicIpHint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicHintInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicIpHint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfPhysicalNicLinkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPhysicalNicNameHint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicNameHint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfPhysicalNicProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfPlacementAffinityRule(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfPlacementSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfPnicUplinkProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfPodDiskLocator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfPolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPrivilegeAvailability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfPrivilegeAvailability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfProductComponentInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfProfileApplyProfileProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfProfileDeferredPolicyOptionParameter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfProfileDescriptionSection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileDescriptionSection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfProfileExecuteError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfProfileExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfProfileExpressionMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfProfileMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfProfileMetadataProfileOperationMessage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfProfileMetadataProfileSortSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfProfileParameterMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileExpressionMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadataProfileOperationMessage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileMetadataProfileSortSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileParameterMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfProfilePolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfProfilePolicyMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfProfilePolicyOptionMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfilePolicyMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfilePolicyOptionMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfProfileProfileStructureProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfProfilePropertyPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfProfileUpdateFailedUpdateFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -696,7 +608,7 @@ impl x::DataObject for Object {
             Object::ArrayOfPropertyFilterSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfPropertyFilterUpdate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfPropertySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfRelation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfRelation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfReplicationInfoDiskSettings(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfResourceConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfRetrieveVStorageObjSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -712,9 +624,9 @@ impl x::DataObject for Object {
             Object::ArrayOfSelectionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfServiceConsolePortGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfServiceLocator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfServiceManagerServiceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfServiceManagerServiceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfServiceProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfSoftwarePackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfSoftwarePackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfStaticRouteProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfStorageDrsOptionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfStorageDrsPlacementRankVmSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -722,9 +634,9 @@ impl x::DataObject for Object {
             Object::ArrayOfStorageDrsVmConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfStoragePerformanceSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfStorageRequirement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfStructuredCustomizations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfStructuredCustomizations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfSubnetInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfSystemEventInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfSystemEventInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfTag(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfTagId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfTagSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -744,11 +656,11 @@ impl x::ObjectArrayItem for PerfCounterInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PerfCounterInfo>> {
-        match object { Object::ArrayOfPerfCounterInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPerfCounterInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PerfCounterInfo>>, Object> {
-        match object { Object::ArrayOfPerfCounterInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPerfCounterInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -760,11 +672,11 @@ impl x::ObjectArrayItem for AnyPerfEntityMetricBase {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyPerfEntityMetricBase>> {
-        match object { Object::ArrayOfPerfEntityMetricBase(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPerfEntityMetricBase(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyPerfEntityMetricBase>>, Object> {
-        match object { Object::ArrayOfPerfEntityMetricBase(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPerfEntityMetricBase(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -776,11 +688,11 @@ impl x::ObjectArrayItem for PerfInterval {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PerfInterval>> {
-        match object { Object::ArrayOfPerfInterval(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPerfInterval(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PerfInterval>>, Object> {
-        match object { Object::ArrayOfPerfInterval(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPerfInterval(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -792,11 +704,11 @@ impl x::ObjectArrayItem for PerfMetricId {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PerfMetricId>> {
-        match object { Object::ArrayOfPerfMetricId(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPerfMetricId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PerfMetricId>>, Object> {
-        match object { Object::ArrayOfPerfMetricId(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPerfMetricId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -808,11 +720,11 @@ impl x::ObjectArrayItem for AnyPerfMetricSeries {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyPerfMetricSeries>> {
-        match object { Object::ArrayOfPerfMetricSeries(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPerfMetricSeries(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyPerfMetricSeries>>, Object> {
-        match object { Object::ArrayOfPerfMetricSeries(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPerfMetricSeries(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -824,11 +736,11 @@ impl x::ObjectArrayItem for PerfMetricSeriesCSV {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PerfMetricSeriesCSV>> {
-        match object { Object::ArrayOfPerfMetricSeriesCSV(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPerfMetricSeriesCSV(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PerfMetricSeriesCSV>>, Object> {
-        match object { Object::ArrayOfPerfMetricSeriesCSV(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPerfMetricSeriesCSV(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -840,11 +752,11 @@ impl x::ObjectArrayItem for PerfQuerySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PerfQuerySpec>> {
-        match object { Object::ArrayOfPerfQuerySpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPerfQuerySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PerfQuerySpec>>, Object> {
-        match object { Object::ArrayOfPerfQuerySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPerfQuerySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -856,11 +768,11 @@ impl x::ObjectArrayItem for PerfSampleInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PerfSampleInfo>> {
-        match object { Object::ArrayOfPerfSampleInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPerfSampleInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PerfSampleInfo>>, Object> {
-        match object { Object::ArrayOfPerfSampleInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPerfSampleInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -872,11 +784,11 @@ impl x::ObjectArrayItem for PerformanceManagerCounterLevelMapping {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PerformanceManagerCounterLevelMapping>> {
-        match object { Object::ArrayOfPerformanceManagerCounterLevelMapping(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPerformanceManagerCounterLevelMapping(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PerformanceManagerCounterLevelMapping>>, Object> {
-        match object { Object::ArrayOfPerformanceManagerCounterLevelMapping(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPerformanceManagerCounterLevelMapping(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -888,11 +800,11 @@ impl x::ObjectArrayItem for Permission {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<Permission>> {
-        match object { Object::ArrayOfPermission(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPermission(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<Permission>>, Object> {
-        match object { Object::ArrayOfPermission(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPermission(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -904,11 +816,11 @@ impl x::ObjectArrayItem for PermissionProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PermissionProfile>> {
-        match object { Object::ArrayOfPermissionProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPermissionProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PermissionProfile>>, Object> {
-        match object { Object::ArrayOfPermissionProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPermissionProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -920,11 +832,11 @@ impl x::ObjectArrayItem for PhysicalNic {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PhysicalNic>> {
-        match object { Object::ArrayOfPhysicalNic(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPhysicalNic(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PhysicalNic>>, Object> {
-        match object { Object::ArrayOfPhysicalNic(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPhysicalNic(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -936,15 +848,15 @@ impl x::ObjectArrayItem for PhysicalNicConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PhysicalNicConfig>> {
-        match object { Object::ArrayOfPhysicalNicConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPhysicalNicConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PhysicalNicConfig>>, Object> {
-        match object { Object::ArrayOfPhysicalNicConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPhysicalNicConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for PhysicalNicHintInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for PhysicalNicHintInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<PhysicalNicHintInfo>>) -> Object {
@@ -952,15 +864,15 @@ impl x::ObjectArrayItem for PhysicalNicHintInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PhysicalNicHintInfo>> {
-        match object { Object::ArrayOfPhysicalNicHintInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPhysicalNicHintInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PhysicalNicHintInfo>>, Object> {
-        match object { Object::ArrayOfPhysicalNicHintInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPhysicalNicHintInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for PhysicalNicIpHint {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for PhysicalNicIpHint {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<PhysicalNicIpHint>>) -> Object {
@@ -968,11 +880,11 @@ impl x::ObjectArrayItem for PhysicalNicIpHint {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PhysicalNicIpHint>> {
-        match object { Object::ArrayOfPhysicalNicIpHint(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPhysicalNicIpHint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PhysicalNicIpHint>>, Object> {
-        match object { Object::ArrayOfPhysicalNicIpHint(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPhysicalNicIpHint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -984,15 +896,15 @@ impl x::ObjectArrayItem for PhysicalNicLinkInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PhysicalNicLinkInfo>> {
-        match object { Object::ArrayOfPhysicalNicLinkInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPhysicalNicLinkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PhysicalNicLinkInfo>>, Object> {
-        match object { Object::ArrayOfPhysicalNicLinkInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPhysicalNicLinkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for PhysicalNicNameHint {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for PhysicalNicNameHint {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<PhysicalNicNameHint>>) -> Object {
@@ -1000,11 +912,11 @@ impl x::ObjectArrayItem for PhysicalNicNameHint {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PhysicalNicNameHint>> {
-        match object { Object::ArrayOfPhysicalNicNameHint(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPhysicalNicNameHint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PhysicalNicNameHint>>, Object> {
-        match object { Object::ArrayOfPhysicalNicNameHint(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPhysicalNicNameHint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1016,11 +928,11 @@ impl x::ObjectArrayItem for PhysicalNicProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PhysicalNicProfile>> {
-        match object { Object::ArrayOfPhysicalNicProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPhysicalNicProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PhysicalNicProfile>>, Object> {
-        match object { Object::ArrayOfPhysicalNicProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPhysicalNicProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1032,11 +944,11 @@ impl x::ObjectArrayItem for PlacementAffinityRule {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PlacementAffinityRule>> {
-        match object { Object::ArrayOfPlacementAffinityRule(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPlacementAffinityRule(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PlacementAffinityRule>>, Object> {
-        match object { Object::ArrayOfPlacementAffinityRule(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPlacementAffinityRule(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1048,11 +960,11 @@ impl x::ObjectArrayItem for PlacementSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PlacementSpec>> {
-        match object { Object::ArrayOfPlacementSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPlacementSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PlacementSpec>>, Object> {
-        match object { Object::ArrayOfPlacementSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPlacementSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1064,11 +976,11 @@ impl x::ObjectArrayItem for PnicUplinkProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PnicUplinkProfile>> {
-        match object { Object::ArrayOfPnicUplinkProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPnicUplinkProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PnicUplinkProfile>>, Object> {
-        match object { Object::ArrayOfPnicUplinkProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPnicUplinkProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1080,11 +992,11 @@ impl x::ObjectArrayItem for PodDiskLocator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PodDiskLocator>> {
-        match object { Object::ArrayOfPodDiskLocator(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPodDiskLocator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PodDiskLocator>>, Object> {
-        match object { Object::ArrayOfPodDiskLocator(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPodDiskLocator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1096,15 +1008,15 @@ impl x::ObjectArrayItem for AnyPolicyOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyPolicyOption>> {
-        match object { Object::ArrayOfPolicyOption(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPolicyOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyPolicyOption>>, Object> {
-        match object { Object::ArrayOfPolicyOption(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPolicyOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for PrivilegeAvailability {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for PrivilegeAvailability {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<PrivilegeAvailability>>) -> Object {
@@ -1112,11 +1024,11 @@ impl x::ObjectArrayItem for PrivilegeAvailability {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PrivilegeAvailability>> {
-        match object { Object::ArrayOfPrivilegeAvailability(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPrivilegeAvailability(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PrivilegeAvailability>>, Object> {
-        match object { Object::ArrayOfPrivilegeAvailability(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPrivilegeAvailability(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1128,11 +1040,11 @@ impl x::ObjectArrayItem for ProductComponentInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ProductComponentInfo>> {
-        match object { Object::ArrayOfProductComponentInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfProductComponentInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ProductComponentInfo>>, Object> {
-        match object { Object::ArrayOfProductComponentInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfProductComponentInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1144,11 +1056,11 @@ impl x::ObjectArrayItem for ProfileApplyProfileProperty {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ProfileApplyProfileProperty>> {
-        match object { Object::ArrayOfProfileApplyProfileProperty(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfProfileApplyProfileProperty(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ProfileApplyProfileProperty>>, Object> {
-        match object { Object::ArrayOfProfileApplyProfileProperty(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfProfileApplyProfileProperty(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1160,15 +1072,15 @@ impl x::ObjectArrayItem for ProfileDeferredPolicyOptionParameter {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ProfileDeferredPolicyOptionParameter>> {
-        match object { Object::ArrayOfProfileDeferredPolicyOptionParameter(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfProfileDeferredPolicyOptionParameter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ProfileDeferredPolicyOptionParameter>>, Object> {
-        match object { Object::ArrayOfProfileDeferredPolicyOptionParameter(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfProfileDeferredPolicyOptionParameter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for ProfileDescriptionSection {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileDescriptionSection {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ProfileDescriptionSection>>) -> Object {
@@ -1176,11 +1088,11 @@ impl x::ObjectArrayItem for ProfileDescriptionSection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ProfileDescriptionSection>> {
-        match object { Object::ArrayOfProfileDescriptionSection(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfProfileDescriptionSection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ProfileDescriptionSection>>, Object> {
-        match object { Object::ArrayOfProfileDescriptionSection(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfProfileDescriptionSection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1192,15 +1104,15 @@ impl x::ObjectArrayItem for ProfileExecuteError {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ProfileExecuteError>> {
-        match object { Object::ArrayOfProfileExecuteError(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfProfileExecuteError(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ProfileExecuteError>>, Object> {
-        match object { Object::ArrayOfProfileExecuteError(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfProfileExecuteError(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for AnyProfileExpression {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyProfileExpression {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AnyProfileExpression>>) -> Object {
@@ -1208,15 +1120,15 @@ impl x::ObjectArrayItem for AnyProfileExpression {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyProfileExpression>> {
-        match object { Object::ArrayOfProfileExpression(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfProfileExpression(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyProfileExpression>>, Object> {
-        match object { Object::ArrayOfProfileExpression(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfProfileExpression(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for ProfileExpressionMetadata {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileExpressionMetadata {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ProfileExpressionMetadata>>) -> Object {
@@ -1224,15 +1136,15 @@ impl x::ObjectArrayItem for ProfileExpressionMetadata {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ProfileExpressionMetadata>> {
-        match object { Object::ArrayOfProfileExpressionMetadata(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfProfileExpressionMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ProfileExpressionMetadata>>, Object> {
-        match object { Object::ArrayOfProfileExpressionMetadata(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfProfileExpressionMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for ProfileMetadata {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileMetadata {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ProfileMetadata>>) -> Object {
@@ -1240,15 +1152,15 @@ impl x::ObjectArrayItem for ProfileMetadata {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ProfileMetadata>> {
-        match object { Object::ArrayOfProfileMetadata(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfProfileMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ProfileMetadata>>, Object> {
-        match object { Object::ArrayOfProfileMetadata(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfProfileMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for ProfileMetadataProfileOperationMessage {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileMetadataProfileOperationMessage {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ProfileMetadataProfileOperationMessage>>) -> Object {
@@ -1256,15 +1168,15 @@ impl x::ObjectArrayItem for ProfileMetadataProfileOperationMessage {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ProfileMetadataProfileOperationMessage>> {
-        match object { Object::ArrayOfProfileMetadataProfileOperationMessage(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfProfileMetadataProfileOperationMessage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ProfileMetadataProfileOperationMessage>>, Object> {
-        match object { Object::ArrayOfProfileMetadataProfileOperationMessage(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfProfileMetadataProfileOperationMessage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for ProfileMetadataProfileSortSpec {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileMetadataProfileSortSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ProfileMetadataProfileSortSpec>>) -> Object {
@@ -1272,15 +1184,15 @@ impl x::ObjectArrayItem for ProfileMetadataProfileSortSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ProfileMetadataProfileSortSpec>> {
-        match object { Object::ArrayOfProfileMetadataProfileSortSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfProfileMetadataProfileSortSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ProfileMetadataProfileSortSpec>>, Object> {
-        match object { Object::ArrayOfProfileMetadataProfileSortSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfProfileMetadataProfileSortSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for ProfileParameterMetadata {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileParameterMetadata {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ProfileParameterMetadata>>) -> Object {
@@ -1288,15 +1200,15 @@ impl x::ObjectArrayItem for ProfileParameterMetadata {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ProfileParameterMetadata>> {
-        match object { Object::ArrayOfProfileParameterMetadata(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfProfileParameterMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ProfileParameterMetadata>>, Object> {
-        match object { Object::ArrayOfProfileParameterMetadata(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfProfileParameterMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for ProfileParameterMetadataParameterRelationMetadata {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileParameterMetadataParameterRelationMetadata {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ProfileParameterMetadataParameterRelationMetadata>>) -> Object {
@@ -1304,11 +1216,11 @@ impl x::ObjectArrayItem for ProfileParameterMetadataParameterRelationMetadata {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ProfileParameterMetadataParameterRelationMetadata>> {
-        match object { Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ProfileParameterMetadataParameterRelationMetadata>>, Object> {
-        match object { Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1320,15 +1232,15 @@ impl x::ObjectArrayItem for ProfilePolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ProfilePolicy>> {
-        match object { Object::ArrayOfProfilePolicy(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfProfilePolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ProfilePolicy>>, Object> {
-        match object { Object::ArrayOfProfilePolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfProfilePolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for ProfilePolicyMetadata {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfilePolicyMetadata {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ProfilePolicyMetadata>>) -> Object {
@@ -1336,15 +1248,15 @@ impl x::ObjectArrayItem for ProfilePolicyMetadata {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ProfilePolicyMetadata>> {
-        match object { Object::ArrayOfProfilePolicyMetadata(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfProfilePolicyMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ProfilePolicyMetadata>>, Object> {
-        match object { Object::ArrayOfProfilePolicyMetadata(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfProfilePolicyMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for AnyProfilePolicyOptionMetadata {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyProfilePolicyOptionMetadata {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AnyProfilePolicyOptionMetadata>>) -> Object {
@@ -1352,11 +1264,11 @@ impl x::ObjectArrayItem for AnyProfilePolicyOptionMetadata {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyProfilePolicyOptionMetadata>> {
-        match object { Object::ArrayOfProfilePolicyOptionMetadata(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfProfilePolicyOptionMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyProfilePolicyOptionMetadata>>, Object> {
-        match object { Object::ArrayOfProfilePolicyOptionMetadata(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfProfilePolicyOptionMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1368,11 +1280,11 @@ impl x::ObjectArrayItem for ProfileProfileStructureProperty {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ProfileProfileStructureProperty>> {
-        match object { Object::ArrayOfProfileProfileStructureProperty(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfProfileProfileStructureProperty(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ProfileProfileStructureProperty>>, Object> {
-        match object { Object::ArrayOfProfileProfileStructureProperty(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfProfileProfileStructureProperty(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1384,11 +1296,11 @@ impl x::ObjectArrayItem for ProfilePropertyPath {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ProfilePropertyPath>> {
-        match object { Object::ArrayOfProfilePropertyPath(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfProfilePropertyPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ProfilePropertyPath>>, Object> {
-        match object { Object::ArrayOfProfilePropertyPath(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfProfilePropertyPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1400,11 +1312,11 @@ impl x::ObjectArrayItem for ProfileUpdateFailedUpdateFailure {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ProfileUpdateFailedUpdateFailure>> {
-        match object { Object::ArrayOfProfileUpdateFailedUpdateFailure(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfProfileUpdateFailedUpdateFailure(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ProfileUpdateFailedUpdateFailure>>, Object> {
-        match object { Object::ArrayOfProfileUpdateFailedUpdateFailure(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfProfileUpdateFailedUpdateFailure(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1416,11 +1328,11 @@ impl x::ObjectArrayItem for PropertyChange {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PropertyChange>> {
-        match object { Object::ArrayOfPropertyChange(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPropertyChange(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PropertyChange>>, Object> {
-        match object { Object::ArrayOfPropertyChange(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPropertyChange(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1432,11 +1344,11 @@ impl x::ObjectArrayItem for PropertyFilterSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PropertyFilterSpec>> {
-        match object { Object::ArrayOfPropertyFilterSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPropertyFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PropertyFilterSpec>>, Object> {
-        match object { Object::ArrayOfPropertyFilterSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPropertyFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1448,11 +1360,11 @@ impl x::ObjectArrayItem for PropertyFilterUpdate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PropertyFilterUpdate>> {
-        match object { Object::ArrayOfPropertyFilterUpdate(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPropertyFilterUpdate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PropertyFilterUpdate>>, Object> {
-        match object { Object::ArrayOfPropertyFilterUpdate(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPropertyFilterUpdate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1464,15 +1376,15 @@ impl x::ObjectArrayItem for PropertySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<PropertySpec>> {
-        match object { Object::ArrayOfPropertySpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfPropertySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<PropertySpec>>, Object> {
-        match object { Object::ArrayOfPropertySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfPropertySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for Relation {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for Relation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<Relation>>) -> Object {
@@ -1480,11 +1392,11 @@ impl x::ObjectArrayItem for Relation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<Relation>> {
-        match object { Object::ArrayOfRelation(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfRelation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<Relation>>, Object> {
-        match object { Object::ArrayOfRelation(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfRelation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1496,11 +1408,11 @@ impl x::ObjectArrayItem for ReplicationInfoDiskSettings {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ReplicationInfoDiskSettings>> {
-        match object { Object::ArrayOfReplicationInfoDiskSettings(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfReplicationInfoDiskSettings(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ReplicationInfoDiskSettings>>, Object> {
-        match object { Object::ArrayOfReplicationInfoDiskSettings(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfReplicationInfoDiskSettings(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1512,11 +1424,11 @@ impl x::ObjectArrayItem for ResourceConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ResourceConfigSpec>> {
-        match object { Object::ArrayOfResourceConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfResourceConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ResourceConfigSpec>>, Object> {
-        match object { Object::ArrayOfResourceConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfResourceConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1528,11 +1440,11 @@ impl x::ObjectArrayItem for RetrieveVStorageObjSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<RetrieveVStorageObjSpec>> {
-        match object { Object::ArrayOfRetrieveVStorageObjSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfRetrieveVStorageObjSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<RetrieveVStorageObjSpec>>, Object> {
-        match object { Object::ArrayOfRetrieveVStorageObjSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfRetrieveVStorageObjSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1544,11 +1456,11 @@ impl x::ObjectArrayItem for ScheduledTaskDetail {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ScheduledTaskDetail>> {
-        match object { Object::ArrayOfScheduledTaskDetail(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfScheduledTaskDetail(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ScheduledTaskDetail>>, Object> {
-        match object { Object::ArrayOfScheduledTaskDetail(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfScheduledTaskDetail(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1560,11 +1472,11 @@ impl x::ObjectArrayItem for AnyScsiLun {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyScsiLun>> {
-        match object { Object::ArrayOfScsiLun(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfScsiLun(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyScsiLun>>, Object> {
-        match object { Object::ArrayOfScsiLun(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfScsiLun(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1576,11 +1488,11 @@ impl x::ObjectArrayItem for ScsiLunDescriptor {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ScsiLunDescriptor>> {
-        match object { Object::ArrayOfScsiLunDescriptor(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfScsiLunDescriptor(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ScsiLunDescriptor>>, Object> {
-        match object { Object::ArrayOfScsiLunDescriptor(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfScsiLunDescriptor(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1592,11 +1504,11 @@ impl x::ObjectArrayItem for ScsiLunDurableName {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ScsiLunDurableName>> {
-        match object { Object::ArrayOfScsiLunDurableName(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfScsiLunDurableName(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ScsiLunDurableName>>, Object> {
-        match object { Object::ArrayOfScsiLunDurableName(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfScsiLunDurableName(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1608,11 +1520,11 @@ impl x::ObjectArrayItem for SearchIndexFilter {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<SearchIndexFilter>> {
-        match object { Object::ArrayOfSearchIndexFilter(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfSearchIndexFilter(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<SearchIndexFilter>>, Object> {
-        match object { Object::ArrayOfSearchIndexFilter(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfSearchIndexFilter(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1624,11 +1536,11 @@ impl x::ObjectArrayItem for SearchIndexOptionalValue {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<SearchIndexOptionalValue>> {
-        match object { Object::ArrayOfSearchIndexOptionalValue(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfSearchIndexOptionalValue(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<SearchIndexOptionalValue>>, Object> {
-        match object { Object::ArrayOfSearchIndexOptionalValue(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfSearchIndexOptionalValue(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1640,11 +1552,11 @@ impl x::ObjectArrayItem for SearchIndexPredicate {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<SearchIndexPredicate>> {
-        match object { Object::ArrayOfSearchIndexPredicate(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfSearchIndexPredicate(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<SearchIndexPredicate>>, Object> {
-        match object { Object::ArrayOfSearchIndexPredicate(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfSearchIndexPredicate(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1656,11 +1568,11 @@ impl x::ObjectArrayItem for SearchIndexResourceItem {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<SearchIndexResourceItem>> {
-        match object { Object::ArrayOfSearchIndexResourceItem(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfSearchIndexResourceItem(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<SearchIndexResourceItem>>, Object> {
-        match object { Object::ArrayOfSearchIndexResourceItem(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfSearchIndexResourceItem(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1672,11 +1584,11 @@ impl x::ObjectArrayItem for AnySelectionSet {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnySelectionSet>> {
-        match object { Object::ArrayOfSelectionSet(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfSelectionSet(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnySelectionSet>>, Object> {
-        match object { Object::ArrayOfSelectionSet(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfSelectionSet(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1688,11 +1600,11 @@ impl x::ObjectArrayItem for AnySelectionSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnySelectionSpec>> {
-        match object { Object::ArrayOfSelectionSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfSelectionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnySelectionSpec>>, Object> {
-        match object { Object::ArrayOfSelectionSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfSelectionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1704,11 +1616,11 @@ impl x::ObjectArrayItem for ServiceConsolePortGroupProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ServiceConsolePortGroupProfile>> {
-        match object { Object::ArrayOfServiceConsolePortGroupProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfServiceConsolePortGroupProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ServiceConsolePortGroupProfile>>, Object> {
-        match object { Object::ArrayOfServiceConsolePortGroupProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfServiceConsolePortGroupProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1720,15 +1632,15 @@ impl x::ObjectArrayItem for ServiceLocator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ServiceLocator>> {
-        match object { Object::ArrayOfServiceLocator(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfServiceLocator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ServiceLocator>>, Object> {
-        match object { Object::ArrayOfServiceLocator(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfServiceLocator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for ServiceManagerServiceInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ServiceManagerServiceInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ServiceManagerServiceInfo>>) -> Object {
@@ -1736,11 +1648,11 @@ impl x::ObjectArrayItem for ServiceManagerServiceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ServiceManagerServiceInfo>> {
-        match object { Object::ArrayOfServiceManagerServiceInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfServiceManagerServiceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ServiceManagerServiceInfo>>, Object> {
-        match object { Object::ArrayOfServiceManagerServiceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfServiceManagerServiceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1752,15 +1664,15 @@ impl x::ObjectArrayItem for ServiceProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<ServiceProfile>> {
-        match object { Object::ArrayOfServiceProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfServiceProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<ServiceProfile>>, Object> {
-        match object { Object::ArrayOfServiceProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfServiceProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for SoftwarePackage {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for SoftwarePackage {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<SoftwarePackage>>) -> Object {
@@ -1768,11 +1680,11 @@ impl x::ObjectArrayItem for SoftwarePackage {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<SoftwarePackage>> {
-        match object { Object::ArrayOfSoftwarePackage(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfSoftwarePackage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<SoftwarePackage>>, Object> {
-        match object { Object::ArrayOfSoftwarePackage(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfSoftwarePackage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1784,11 +1696,11 @@ impl x::ObjectArrayItem for StaticRouteProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<StaticRouteProfile>> {
-        match object { Object::ArrayOfStaticRouteProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfStaticRouteProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<StaticRouteProfile>>, Object> {
-        match object { Object::ArrayOfStaticRouteProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfStaticRouteProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1800,11 +1712,11 @@ impl x::ObjectArrayItem for StorageDrsOptionSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<StorageDrsOptionSpec>> {
-        match object { Object::ArrayOfStorageDrsOptionSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfStorageDrsOptionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<StorageDrsOptionSpec>>, Object> {
-        match object { Object::ArrayOfStorageDrsOptionSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfStorageDrsOptionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1816,11 +1728,11 @@ impl x::ObjectArrayItem for StorageDrsPlacementRankVmSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<StorageDrsPlacementRankVmSpec>> {
-        match object { Object::ArrayOfStorageDrsPlacementRankVmSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfStorageDrsPlacementRankVmSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<StorageDrsPlacementRankVmSpec>>, Object> {
-        match object { Object::ArrayOfStorageDrsPlacementRankVmSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfStorageDrsPlacementRankVmSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1832,11 +1744,11 @@ impl x::ObjectArrayItem for StorageDrsVmConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<StorageDrsVmConfigInfo>> {
-        match object { Object::ArrayOfStorageDrsVmConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfStorageDrsVmConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<StorageDrsVmConfigInfo>>, Object> {
-        match object { Object::ArrayOfStorageDrsVmConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfStorageDrsVmConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1848,11 +1760,11 @@ impl x::ObjectArrayItem for StorageDrsVmConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<StorageDrsVmConfigSpec>> {
-        match object { Object::ArrayOfStorageDrsVmConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfStorageDrsVmConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<StorageDrsVmConfigSpec>>, Object> {
-        match object { Object::ArrayOfStorageDrsVmConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfStorageDrsVmConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1864,11 +1776,11 @@ impl x::ObjectArrayItem for StoragePerformanceSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<StoragePerformanceSummary>> {
-        match object { Object::ArrayOfStoragePerformanceSummary(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfStoragePerformanceSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<StoragePerformanceSummary>>, Object> {
-        match object { Object::ArrayOfStoragePerformanceSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfStoragePerformanceSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1880,15 +1792,15 @@ impl x::ObjectArrayItem for StorageRequirement {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<StorageRequirement>> {
-        match object { Object::ArrayOfStorageRequirement(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfStorageRequirement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<StorageRequirement>>, Object> {
-        match object { Object::ArrayOfStorageRequirement(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfStorageRequirement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for StructuredCustomizations {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for StructuredCustomizations {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<StructuredCustomizations>>) -> Object {
@@ -1896,11 +1808,11 @@ impl x::ObjectArrayItem for StructuredCustomizations {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<StructuredCustomizations>> {
-        match object { Object::ArrayOfStructuredCustomizations(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfStructuredCustomizations(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<StructuredCustomizations>>, Object> {
-        match object { Object::ArrayOfStructuredCustomizations(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfStructuredCustomizations(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1912,15 +1824,15 @@ impl x::ObjectArrayItem for SubnetInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<SubnetInfo>> {
-        match object { Object::ArrayOfSubnetInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfSubnetInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<SubnetInfo>>, Object> {
-        match object { Object::ArrayOfSubnetInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfSubnetInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for SystemEventInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for SystemEventInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<SystemEventInfo>>) -> Object {
@@ -1928,11 +1840,11 @@ impl x::ObjectArrayItem for SystemEventInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<SystemEventInfo>> {
-        match object { Object::ArrayOfSystemEventInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfSystemEventInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<SystemEventInfo>>, Object> {
-        match object { Object::ArrayOfSystemEventInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfSystemEventInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1944,11 +1856,11 @@ impl x::ObjectArrayItem for Tag {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<Tag>> {
-        match object { Object::ArrayOfTag(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfTag(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<Tag>>, Object> {
-        match object { Object::ArrayOfTag(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfTag(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1960,11 +1872,11 @@ impl x::ObjectArrayItem for TagId {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<TagId>> {
-        match object { Object::ArrayOfTagId(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfTagId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<TagId>>, Object> {
-        match object { Object::ArrayOfTagId(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfTagId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1976,11 +1888,11 @@ impl x::ObjectArrayItem for TagSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<TagSpec>> {
-        match object { Object::ArrayOfTagSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfTagSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<TagSpec>>, Object> {
-        match object { Object::ArrayOfTagSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfTagSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1992,11 +1904,11 @@ impl x::ObjectArrayItem for TaskInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<TaskInfo>> {
-        match object { Object::ArrayOfTaskInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfTaskInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<TaskInfo>>, Object> {
-        match object { Object::ArrayOfTaskInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfTaskInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2008,11 +1920,11 @@ impl x::ObjectArrayItem for TaskInfoState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<TaskInfoState>> {
-        match object { Object::ArrayOfTaskInfoState(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfTaskInfoState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<TaskInfoState>>, Object> {
-        match object { Object::ArrayOfTaskInfoState(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfTaskInfoState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2024,10 +1936,10 @@ impl x::ObjectArrayItem for AnyTypeDescription {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyTypeDescription>> {
-        match object { Object::ArrayOfTypeDescription(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfTypeDescription(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyTypeDescription>>, Object> {
-        match object { Object::ArrayOfTypeDescription(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfTypeDescription(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

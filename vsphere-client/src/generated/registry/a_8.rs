@@ -185,9 +185,9 @@ pub enum Object {
     ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(Box<Vec<UpdateVirtualMachineFilesResultFailedVmFileInfo>>),
     ArrayOfUsbScanCodeSpecKeyEvent(Box<Vec<UsbScanCodeSpecKeyEvent>>),
     ArrayOfUserGroupProfile(Box<Vec<UserGroupProfile>>),
-    ArrayOfUserPrivilegeResult(Box<Vec<UserPrivilegeResult>>),
+    #[cfg(feature = "admin")] ArrayOfUserPrivilegeResult(Box<Vec<UserPrivilegeResult>>),
     ArrayOfUserProfile(Box<Vec<UserProfile>>),
-    ArrayOfUserSearchResult(Box<Vec<AnyUserSearchResult>>),
+    #[cfg(feature = "admin")] ArrayOfUserSearchResult(Box<Vec<AnyUserSearchResult>>),
     ArrayOfUserSession(Box<Vec<UserSession>>),
     ArrayOfVASAStorageArray(Box<Vec<VASAStorageArray>>),
     ArrayOfVASAStorageArrayDiscoverySvcInfo(Box<Vec<VASAStorageArrayDiscoverySvcInfo>>),
@@ -213,7 +213,7 @@ pub enum Object {
     ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(Box<Vec<VStorageObjectSnapshotInfoVStorageObjectSnapshot>>),
     ArrayOfVVolHostPE(Box<Vec<VVolHostPE>>),
     ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(Box<Vec<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>>),
-    ArrayOfVchaNodeRuntimeInfo(Box<Vec<VchaNodeRuntimeInfo>>),
+    #[cfg(feature = "admin")] ArrayOfVchaNodeRuntimeInfo(Box<Vec<VchaNodeRuntimeInfo>>),
     ArrayOfVimVasaProviderInfo(Box<Vec<VimVasaProviderInfo>>),
     ArrayOfVimVasaProviderStatePerArray(Box<Vec<VimVasaProviderStatePerArray>>),
     ArrayOfVirtualAppLinkInfo(Box<Vec<VirtualAppLinkInfo>>),
@@ -280,9 +280,9 @@ fn decode(
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUsbScanCodeSpecKeyEvent(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUserGroupProfile(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUserPrivilegeResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUserPrivilegeResult(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUserProfile(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUserSearchResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUserSearchResult(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfUserSession(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVASAStorageArray(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v), Err(e) => return Some(Err(e)) },
@@ -308,7 +308,7 @@ fn decode(
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVVolHostPE(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVchaNodeRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVchaNodeRuntimeInfo(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVimVasaProviderInfo(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVimVasaProviderStatePerArray(v), Err(e) => return Some(Err(e)) },
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualAppLinkInfo(v), Err(e) => return Some(Err(e)) },
@@ -369,9 +369,9 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfUsbScanCodeSpecKeyEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfUserGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfUserPrivilegeResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfUserPrivilegeResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfUserProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfUserSearchResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfUserSearchResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfUserSession(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVASAStorageArray(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -397,7 +397,7 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVVolHostPE(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVchaNodeRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVchaNodeRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVimVasaProviderInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVimVasaProviderStatePerArray(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVirtualAppLinkInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -457,103 +457,15 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfUsbScanCodeSpecKeyEvent(v) => Object::ArrayOfUsbScanCodeSpecKeyEvent(Box::new(x::clone_vec(v))),
-            Object::ArrayOfUserGroupProfile(v) => Object::ArrayOfUserGroupProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfUserPrivilegeResult(v) => Object::ArrayOfUserPrivilegeResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfUserProfile(v) => Object::ArrayOfUserProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfUserSearchResult(v) => Object::ArrayOfUserSearchResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfUserSession(v) => Object::ArrayOfUserSession(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVASAStorageArray(v) => Object::ArrayOfVASAStorageArray(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v) => Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVAppCloneSpecNetworkMappingPair(v) => Object::ArrayOfVAppCloneSpecNetworkMappingPair(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVAppCloneSpecResourceMap(v) => Object::ArrayOfVAppCloneSpecResourceMap(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVAppEntityConfigInfo(v) => Object::ArrayOfVAppEntityConfigInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVAppOvfSectionInfo(v) => Object::ArrayOfVAppOvfSectionInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVAppOvfSectionSpec(v) => Object::ArrayOfVAppOvfSectionSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVAppProductInfo(v) => Object::ArrayOfVAppProductInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVAppProductSpec(v) => Object::ArrayOfVAppProductSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVAppPropertyInfo(v) => Object::ArrayOfVAppPropertyInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVAppPropertySpec(v) => Object::ArrayOfVAppPropertySpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVMwareDVSPvlanConfigSpec(v) => Object::ArrayOfVMwareDVSPvlanConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVMwareDVSPvlanMapEntry(v) => Object::ArrayOfVMwareDVSPvlanMapEntry(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVMwareDVSVspanConfigSpec(v) => Object::ArrayOfVMwareDVSVspanConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVMwareDvsLacpGroupConfig(v) => Object::ArrayOfVMwareDvsLacpGroupConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVMwareDvsLacpGroupSpec(v) => Object::ArrayOfVMwareDvsLacpGroupSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVMwareVspanSession(v) => Object::ArrayOfVMwareVspanSession(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVStorageObjectAssociations(v) => Object::ArrayOfVStorageObjectAssociations(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v) => Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(v) => Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(v) => Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVVolHostPE(v) => Object::ArrayOfVVolHostPE(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVchaNodeRuntimeInfo(v) => Object::ArrayOfVchaNodeRuntimeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVimVasaProviderInfo(v) => Object::ArrayOfVimVasaProviderInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVimVasaProviderStatePerArray(v) => Object::ArrayOfVimVasaProviderStatePerArray(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualAppLinkInfo(v) => Object::ArrayOfVirtualAppLinkInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualDevice(v) => Object::ArrayOfVirtualDevice(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualDeviceBackingOption(v) => Object::ArrayOfVirtualDeviceBackingOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualDeviceConfigSpec(v) => Object::ArrayOfVirtualDeviceConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualDeviceOption(v) => Object::ArrayOfVirtualDeviceOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualDisk(v) => Object::ArrayOfVirtualDisk(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(v) => Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualDiskId(v) => Object::ArrayOfVirtualDiskId(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualDiskRuleSpec(v) => Object::ArrayOfVirtualDiskRuleSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(v) => Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineBootOptionsBootableDevice(v) => Object::ArrayOfVirtualMachineBootOptionsBootableDevice(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineCdromInfo(v) => Object::ArrayOfVirtualMachineCdromInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineCertThumbprint(v) => Object::ArrayOfVirtualMachineCertThumbprint(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineConfigInfoDatastoreUrlPair(v) => Object::ArrayOfVirtualMachineConfigInfoDatastoreUrlPair(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineConfigOptionDescriptor(v) => Object::ArrayOfVirtualMachineConfigOptionDescriptor(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineConfigSpec(v) => Object::ArrayOfVirtualMachineConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineConnection(v) => Object::ArrayOfVirtualMachineConnection(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineCpuIdInfoSpec(v) => Object::ArrayOfVirtualMachineCpuIdInfoSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineDatastoreInfo(v) => Object::ArrayOfVirtualMachineDatastoreInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineDatastoreVolumeOption(v) => Object::ArrayOfVirtualMachineDatastoreVolumeOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineDeviceRuntimeInfo(v) => Object::ArrayOfVirtualMachineDeviceRuntimeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineDisplayTopology(v) => Object::ArrayOfVirtualMachineDisplayTopology(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineDvxClassInfo(v) => Object::ArrayOfVirtualMachineDvxClassInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineDynamicPassthroughInfo(v) => Object::ArrayOfVirtualMachineDynamicPassthroughInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineFeatureRequirement(v) => Object::ArrayOfVirtualMachineFeatureRequirement(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineFileLayoutDiskLayout(v) => Object::ArrayOfVirtualMachineFileLayoutDiskLayout(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineFileLayoutExDiskLayout(v) => Object::ArrayOfVirtualMachineFileLayoutExDiskLayout(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineFileLayoutExDiskUnit(v) => Object::ArrayOfVirtualMachineFileLayoutExDiskUnit(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineFileLayoutExFileInfo(v) => Object::ArrayOfVirtualMachineFileLayoutExFileInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineFileLayoutExSnapshotLayout(v) => Object::ArrayOfVirtualMachineFileLayoutExSnapshotLayout(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineFileLayoutSnapshotLayout(v) => Object::ArrayOfVirtualMachineFileLayoutSnapshotLayout(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineFloppyInfo(v) => Object::ArrayOfVirtualMachineFloppyInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineIdeDiskDeviceInfo(v) => Object::ArrayOfVirtualMachineIdeDiskDeviceInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineIdeDiskDevicePartitionInfo(v) => Object::ArrayOfVirtualMachineIdeDiskDevicePartitionInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineLegacyNetworkSwitchInfo(v) => Object::ArrayOfVirtualMachineLegacyNetworkSwitchInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineMessage(v) => Object::ArrayOfVirtualMachineMessage(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineMetadataManagerVmMetadataInput(v) => Object::ArrayOfVirtualMachineMetadataManagerVmMetadataInput(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineMetadataManagerVmMetadataResult(v) => Object::ArrayOfVirtualMachineMetadataManagerVmMetadataResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineNetworkInfo(v) => Object::ArrayOfVirtualMachineNetworkInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineParallelInfo(v) => Object::ArrayOfVirtualMachineParallelInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachinePciPassthroughInfo(v) => Object::ArrayOfVirtualMachinePciPassthroughInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachinePciSharedGpuPassthroughInfo(v) => Object::ArrayOfVirtualMachinePciSharedGpuPassthroughInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachinePrecisionClockInfo(v) => Object::ArrayOfVirtualMachinePrecisionClockInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineProfileDetailsDiskProfileDetails(v) => Object::ArrayOfVirtualMachineProfileDetailsDiskProfileDetails(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineProfileSpec(v) => Object::ArrayOfVirtualMachineProfileSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachinePropertyRelation(v) => Object::ArrayOfVirtualMachinePropertyRelation(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineQuickStatsMemoryTierStats(v) => Object::ArrayOfVirtualMachineQuickStatsMemoryTierStats(Box::new(x::clone_vec(v))),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
             Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(_) => "ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo",
             Object::ArrayOfUsbScanCodeSpecKeyEvent(_) => "ArrayOfUsbScanCodeSpecKeyEvent",
             Object::ArrayOfUserGroupProfile(_) => "ArrayOfUserGroupProfile",
-            Object::ArrayOfUserPrivilegeResult(_) => "ArrayOfUserPrivilegeResult",
+            #[cfg(feature = "admin")] Object::ArrayOfUserPrivilegeResult(_) => "ArrayOfUserPrivilegeResult",
             Object::ArrayOfUserProfile(_) => "ArrayOfUserProfile",
-            Object::ArrayOfUserSearchResult(_) => "ArrayOfUserSearchResult",
+            #[cfg(feature = "admin")] Object::ArrayOfUserSearchResult(_) => "ArrayOfUserSearchResult",
             Object::ArrayOfUserSession(_) => "ArrayOfUserSession",
             Object::ArrayOfVASAStorageArray(_) => "ArrayOfVASAStorageArray",
             Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(_) => "ArrayOfVASAStorageArrayDiscoverySvcInfo",
@@ -579,7 +491,7 @@ impl x::DataObject for Object {
             Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(_) => "ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot",
             Object::ArrayOfVVolHostPE(_) => "ArrayOfVVolHostPE",
             Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(_) => "ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo",
-            Object::ArrayOfVchaNodeRuntimeInfo(_) => "ArrayOfVchaNodeRuntimeInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfVchaNodeRuntimeInfo(_) => "ArrayOfVchaNodeRuntimeInfo",
             Object::ArrayOfVimVasaProviderInfo(_) => "ArrayOfVimVasaProviderInfo",
             Object::ArrayOfVimVasaProviderStatePerArray(_) => "ArrayOfVimVasaProviderStatePerArray",
             Object::ArrayOfVirtualAppLinkInfo(_) => "ArrayOfVirtualAppLinkInfo",
@@ -639,7 +551,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -651,9 +563,9 @@ impl x::DataObject for Object {
             Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfUsbScanCodeSpecKeyEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfUserGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfUserPrivilegeResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfUserPrivilegeResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfUserProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfUserSearchResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfUserSearchResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfUserSession(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVASAStorageArray(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -679,7 +591,7 @@ impl x::DataObject for Object {
             Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVVolHostPE(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVchaNodeRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVchaNodeRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVimVasaProviderInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVimVasaProviderStatePerArray(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVirtualAppLinkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -742,11 +654,11 @@ impl x::ObjectArrayItem for UpdateVirtualMachineFilesResultFailedVmFileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<UpdateVirtualMachineFilesResultFailedVmFileInfo>> {
-        match object { Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<UpdateVirtualMachineFilesResultFailedVmFileInfo>>, Object> {
-        match object { Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -758,11 +670,11 @@ impl x::ObjectArrayItem for UsbScanCodeSpecKeyEvent {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<UsbScanCodeSpecKeyEvent>> {
-        match object { Object::ArrayOfUsbScanCodeSpecKeyEvent(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfUsbScanCodeSpecKeyEvent(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<UsbScanCodeSpecKeyEvent>>, Object> {
-        match object { Object::ArrayOfUsbScanCodeSpecKeyEvent(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfUsbScanCodeSpecKeyEvent(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -774,15 +686,15 @@ impl x::ObjectArrayItem for UserGroupProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<UserGroupProfile>> {
-        match object { Object::ArrayOfUserGroupProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfUserGroupProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<UserGroupProfile>>, Object> {
-        match object { Object::ArrayOfUserGroupProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfUserGroupProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for UserPrivilegeResult {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for UserPrivilegeResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<UserPrivilegeResult>>) -> Object {
@@ -790,11 +702,11 @@ impl x::ObjectArrayItem for UserPrivilegeResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<UserPrivilegeResult>> {
-        match object { Object::ArrayOfUserPrivilegeResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfUserPrivilegeResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<UserPrivilegeResult>>, Object> {
-        match object { Object::ArrayOfUserPrivilegeResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfUserPrivilegeResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -806,15 +718,15 @@ impl x::ObjectArrayItem for UserProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<UserProfile>> {
-        match object { Object::ArrayOfUserProfile(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfUserProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<UserProfile>>, Object> {
-        match object { Object::ArrayOfUserProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfUserProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for AnyUserSearchResult {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyUserSearchResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AnyUserSearchResult>>) -> Object {
@@ -822,11 +734,11 @@ impl x::ObjectArrayItem for AnyUserSearchResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyUserSearchResult>> {
-        match object { Object::ArrayOfUserSearchResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfUserSearchResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyUserSearchResult>>, Object> {
-        match object { Object::ArrayOfUserSearchResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfUserSearchResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -838,11 +750,11 @@ impl x::ObjectArrayItem for UserSession {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<UserSession>> {
-        match object { Object::ArrayOfUserSession(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfUserSession(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<UserSession>>, Object> {
-        match object { Object::ArrayOfUserSession(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfUserSession(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -854,11 +766,11 @@ impl x::ObjectArrayItem for VASAStorageArray {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VASAStorageArray>> {
-        match object { Object::ArrayOfVASAStorageArray(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVASAStorageArray(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VASAStorageArray>>, Object> {
-        match object { Object::ArrayOfVASAStorageArray(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVASAStorageArray(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -870,11 +782,11 @@ impl x::ObjectArrayItem for VASAStorageArrayDiscoverySvcInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VASAStorageArrayDiscoverySvcInfo>> {
-        match object { Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VASAStorageArrayDiscoverySvcInfo>>, Object> {
-        match object { Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -886,11 +798,11 @@ impl x::ObjectArrayItem for VAppCloneSpecNetworkMappingPair {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VAppCloneSpecNetworkMappingPair>> {
-        match object { Object::ArrayOfVAppCloneSpecNetworkMappingPair(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVAppCloneSpecNetworkMappingPair(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VAppCloneSpecNetworkMappingPair>>, Object> {
-        match object { Object::ArrayOfVAppCloneSpecNetworkMappingPair(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVAppCloneSpecNetworkMappingPair(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -902,11 +814,11 @@ impl x::ObjectArrayItem for VAppCloneSpecResourceMap {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VAppCloneSpecResourceMap>> {
-        match object { Object::ArrayOfVAppCloneSpecResourceMap(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVAppCloneSpecResourceMap(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VAppCloneSpecResourceMap>>, Object> {
-        match object { Object::ArrayOfVAppCloneSpecResourceMap(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVAppCloneSpecResourceMap(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -918,11 +830,11 @@ impl x::ObjectArrayItem for VAppEntityConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VAppEntityConfigInfo>> {
-        match object { Object::ArrayOfVAppEntityConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVAppEntityConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VAppEntityConfigInfo>>, Object> {
-        match object { Object::ArrayOfVAppEntityConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVAppEntityConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -934,11 +846,11 @@ impl x::ObjectArrayItem for VAppOvfSectionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VAppOvfSectionInfo>> {
-        match object { Object::ArrayOfVAppOvfSectionInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVAppOvfSectionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VAppOvfSectionInfo>>, Object> {
-        match object { Object::ArrayOfVAppOvfSectionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVAppOvfSectionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -950,11 +862,11 @@ impl x::ObjectArrayItem for VAppOvfSectionSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VAppOvfSectionSpec>> {
-        match object { Object::ArrayOfVAppOvfSectionSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVAppOvfSectionSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VAppOvfSectionSpec>>, Object> {
-        match object { Object::ArrayOfVAppOvfSectionSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVAppOvfSectionSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -966,11 +878,11 @@ impl x::ObjectArrayItem for VAppProductInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VAppProductInfo>> {
-        match object { Object::ArrayOfVAppProductInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVAppProductInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VAppProductInfo>>, Object> {
-        match object { Object::ArrayOfVAppProductInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVAppProductInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -982,11 +894,11 @@ impl x::ObjectArrayItem for VAppProductSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VAppProductSpec>> {
-        match object { Object::ArrayOfVAppProductSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVAppProductSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VAppProductSpec>>, Object> {
-        match object { Object::ArrayOfVAppProductSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVAppProductSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -998,11 +910,11 @@ impl x::ObjectArrayItem for VAppPropertyInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VAppPropertyInfo>> {
-        match object { Object::ArrayOfVAppPropertyInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVAppPropertyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VAppPropertyInfo>>, Object> {
-        match object { Object::ArrayOfVAppPropertyInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVAppPropertyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1014,11 +926,11 @@ impl x::ObjectArrayItem for VAppPropertySpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VAppPropertySpec>> {
-        match object { Object::ArrayOfVAppPropertySpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVAppPropertySpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VAppPropertySpec>>, Object> {
-        match object { Object::ArrayOfVAppPropertySpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVAppPropertySpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1030,11 +942,11 @@ impl x::ObjectArrayItem for VMwareDVSPvlanConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VMwareDVSPvlanConfigSpec>> {
-        match object { Object::ArrayOfVMwareDVSPvlanConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVMwareDVSPvlanConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VMwareDVSPvlanConfigSpec>>, Object> {
-        match object { Object::ArrayOfVMwareDVSPvlanConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVMwareDVSPvlanConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1046,11 +958,11 @@ impl x::ObjectArrayItem for VMwareDVSPvlanMapEntry {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VMwareDVSPvlanMapEntry>> {
-        match object { Object::ArrayOfVMwareDVSPvlanMapEntry(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVMwareDVSPvlanMapEntry(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VMwareDVSPvlanMapEntry>>, Object> {
-        match object { Object::ArrayOfVMwareDVSPvlanMapEntry(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVMwareDVSPvlanMapEntry(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1062,11 +974,11 @@ impl x::ObjectArrayItem for VMwareDVSVspanConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VMwareDVSVspanConfigSpec>> {
-        match object { Object::ArrayOfVMwareDVSVspanConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVMwareDVSVspanConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VMwareDVSVspanConfigSpec>>, Object> {
-        match object { Object::ArrayOfVMwareDVSVspanConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVMwareDVSVspanConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1078,11 +990,11 @@ impl x::ObjectArrayItem for VMwareDvsLacpGroupConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VMwareDvsLacpGroupConfig>> {
-        match object { Object::ArrayOfVMwareDvsLacpGroupConfig(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVMwareDvsLacpGroupConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VMwareDvsLacpGroupConfig>>, Object> {
-        match object { Object::ArrayOfVMwareDvsLacpGroupConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVMwareDvsLacpGroupConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1094,11 +1006,11 @@ impl x::ObjectArrayItem for VMwareDvsLacpGroupSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VMwareDvsLacpGroupSpec>> {
-        match object { Object::ArrayOfVMwareDvsLacpGroupSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVMwareDvsLacpGroupSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VMwareDvsLacpGroupSpec>>, Object> {
-        match object { Object::ArrayOfVMwareDvsLacpGroupSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVMwareDvsLacpGroupSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1110,11 +1022,11 @@ impl x::ObjectArrayItem for VMwareVspanSession {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VMwareVspanSession>> {
-        match object { Object::ArrayOfVMwareVspanSession(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVMwareVspanSession(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VMwareVspanSession>>, Object> {
-        match object { Object::ArrayOfVMwareVspanSession(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVMwareVspanSession(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1126,11 +1038,11 @@ impl x::ObjectArrayItem for VStorageObjectAssociations {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VStorageObjectAssociations>> {
-        match object { Object::ArrayOfVStorageObjectAssociations(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVStorageObjectAssociations(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VStorageObjectAssociations>>, Object> {
-        match object { Object::ArrayOfVStorageObjectAssociations(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVStorageObjectAssociations(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1142,11 +1054,11 @@ impl x::ObjectArrayItem for VStorageObjectAssociationsVmDiskAssociations {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VStorageObjectAssociationsVmDiskAssociations>> {
-        match object { Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VStorageObjectAssociationsVmDiskAssociations>>, Object> {
-        match object { Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1158,11 +1070,11 @@ impl x::ObjectArrayItem for VStorageObjectReconcileResultInvalidDiskPath {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VStorageObjectReconcileResultInvalidDiskPath>> {
-        match object { Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VStorageObjectReconcileResultInvalidDiskPath>>, Object> {
-        match object { Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1174,11 +1086,11 @@ impl x::ObjectArrayItem for VStorageObjectReconcileResultReconcileDetail {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VStorageObjectReconcileResultReconcileDetail>> {
-        match object { Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VStorageObjectReconcileResultReconcileDetail>>, Object> {
-        match object { Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1190,11 +1102,11 @@ impl x::ObjectArrayItem for VStorageObjectSnapshotInfoVStorageObjectSnapshot {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VStorageObjectSnapshotInfoVStorageObjectSnapshot>> {
-        match object { Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VStorageObjectSnapshotInfoVStorageObjectSnapshot>>, Object> {
-        match object { Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1206,11 +1118,11 @@ impl x::ObjectArrayItem for VVolHostPE {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VVolHostPE>> {
-        match object { Object::ArrayOfVVolHostPE(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVVolHostPE(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VVolHostPE>>, Object> {
-        match object { Object::ArrayOfVVolHostPE(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVVolHostPE(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1222,15 +1134,15 @@ impl x::ObjectArrayItem for VVolVmConfigFileUpdateResultFailedVmConfigFileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>> {
-        match object { Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>>, Object> {
-        match object { Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectArrayItem for VchaNodeRuntimeInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for VchaNodeRuntimeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<VchaNodeRuntimeInfo>>) -> Object {
@@ -1238,11 +1150,11 @@ impl x::ObjectArrayItem for VchaNodeRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VchaNodeRuntimeInfo>> {
-        match object { Object::ArrayOfVchaNodeRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVchaNodeRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VchaNodeRuntimeInfo>>, Object> {
-        match object { Object::ArrayOfVchaNodeRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVchaNodeRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1254,11 +1166,11 @@ impl x::ObjectArrayItem for VimVasaProviderInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VimVasaProviderInfo>> {
-        match object { Object::ArrayOfVimVasaProviderInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVimVasaProviderInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VimVasaProviderInfo>>, Object> {
-        match object { Object::ArrayOfVimVasaProviderInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVimVasaProviderInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1270,11 +1182,11 @@ impl x::ObjectArrayItem for VimVasaProviderStatePerArray {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VimVasaProviderStatePerArray>> {
-        match object { Object::ArrayOfVimVasaProviderStatePerArray(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVimVasaProviderStatePerArray(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VimVasaProviderStatePerArray>>, Object> {
-        match object { Object::ArrayOfVimVasaProviderStatePerArray(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVimVasaProviderStatePerArray(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1286,11 +1198,11 @@ impl x::ObjectArrayItem for VirtualAppLinkInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualAppLinkInfo>> {
-        match object { Object::ArrayOfVirtualAppLinkInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualAppLinkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualAppLinkInfo>>, Object> {
-        match object { Object::ArrayOfVirtualAppLinkInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualAppLinkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1302,11 +1214,11 @@ impl x::ObjectArrayItem for AnyVirtualDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualDevice>> {
-        match object { Object::ArrayOfVirtualDevice(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualDevice>>, Object> {
-        match object { Object::ArrayOfVirtualDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1318,11 +1230,11 @@ impl x::ObjectArrayItem for AnyVirtualDeviceBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualDeviceBackingOption>> {
-        match object { Object::ArrayOfVirtualDeviceBackingOption(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualDeviceBackingOption>>, Object> {
-        match object { Object::ArrayOfVirtualDeviceBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1334,11 +1246,11 @@ impl x::ObjectArrayItem for AnyVirtualDeviceConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualDeviceConfigSpec>> {
-        match object { Object::ArrayOfVirtualDeviceConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualDeviceConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualDeviceConfigSpec>>, Object> {
-        match object { Object::ArrayOfVirtualDeviceConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualDeviceConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1350,11 +1262,11 @@ impl x::ObjectArrayItem for AnyVirtualDeviceOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualDeviceOption>> {
-        match object { Object::ArrayOfVirtualDeviceOption(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualDeviceOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualDeviceOption>>, Object> {
-        match object { Object::ArrayOfVirtualDeviceOption(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualDeviceOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1366,11 +1278,11 @@ impl x::ObjectArrayItem for VirtualDisk {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualDisk>> {
-        match object { Object::ArrayOfVirtualDisk(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualDisk(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualDisk>>, Object> {
-        match object { Object::ArrayOfVirtualDisk(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualDisk(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1382,11 +1294,11 @@ impl x::ObjectArrayItem for VirtualDiskDeltaDiskFormatsSupported {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualDiskDeltaDiskFormatsSupported>> {
-        match object { Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualDiskDeltaDiskFormatsSupported>>, Object> {
-        match object { Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1398,11 +1310,11 @@ impl x::ObjectArrayItem for VirtualDiskId {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualDiskId>> {
-        match object { Object::ArrayOfVirtualDiskId(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualDiskId(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualDiskId>>, Object> {
-        match object { Object::ArrayOfVirtualDiskId(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualDiskId(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1414,11 +1326,11 @@ impl x::ObjectArrayItem for VirtualDiskRuleSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualDiskRuleSpec>> {
-        match object { Object::ArrayOfVirtualDiskRuleSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualDiskRuleSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualDiskRuleSpec>>, Object> {
-        match object { Object::ArrayOfVirtualDiskRuleSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualDiskRuleSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1430,11 +1342,11 @@ impl x::ObjectArrayItem for AnyVirtualMachineBaseIndependentFilterSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualMachineBaseIndependentFilterSpec>> {
-        match object { Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualMachineBaseIndependentFilterSpec>>, Object> {
-        match object { Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1446,11 +1358,11 @@ impl x::ObjectArrayItem for AnyVirtualMachineBootOptionsBootableDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualMachineBootOptionsBootableDevice>> {
-        match object { Object::ArrayOfVirtualMachineBootOptionsBootableDevice(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineBootOptionsBootableDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualMachineBootOptionsBootableDevice>>, Object> {
-        match object { Object::ArrayOfVirtualMachineBootOptionsBootableDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineBootOptionsBootableDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1462,11 +1374,11 @@ impl x::ObjectArrayItem for VirtualMachineCdromInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineCdromInfo>> {
-        match object { Object::ArrayOfVirtualMachineCdromInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineCdromInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineCdromInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineCdromInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineCdromInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1478,11 +1390,11 @@ impl x::ObjectArrayItem for VirtualMachineCertThumbprint {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineCertThumbprint>> {
-        match object { Object::ArrayOfVirtualMachineCertThumbprint(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineCertThumbprint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineCertThumbprint>>, Object> {
-        match object { Object::ArrayOfVirtualMachineCertThumbprint(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineCertThumbprint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1494,11 +1406,11 @@ impl x::ObjectArrayItem for VirtualMachineConfigInfoDatastoreUrlPair {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineConfigInfoDatastoreUrlPair>> {
-        match object { Object::ArrayOfVirtualMachineConfigInfoDatastoreUrlPair(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineConfigInfoDatastoreUrlPair(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineConfigInfoDatastoreUrlPair>>, Object> {
-        match object { Object::ArrayOfVirtualMachineConfigInfoDatastoreUrlPair(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineConfigInfoDatastoreUrlPair(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1510,11 +1422,11 @@ impl x::ObjectArrayItem for VirtualMachineConfigOptionDescriptor {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineConfigOptionDescriptor>> {
-        match object { Object::ArrayOfVirtualMachineConfigOptionDescriptor(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineConfigOptionDescriptor(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineConfigOptionDescriptor>>, Object> {
-        match object { Object::ArrayOfVirtualMachineConfigOptionDescriptor(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineConfigOptionDescriptor(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1526,11 +1438,11 @@ impl x::ObjectArrayItem for VirtualMachineConfigSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineConfigSpec>> {
-        match object { Object::ArrayOfVirtualMachineConfigSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineConfigSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineConfigSpec>>, Object> {
-        match object { Object::ArrayOfVirtualMachineConfigSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineConfigSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1542,11 +1454,11 @@ impl x::ObjectArrayItem for AnyVirtualMachineConnection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualMachineConnection>> {
-        match object { Object::ArrayOfVirtualMachineConnection(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineConnection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualMachineConnection>>, Object> {
-        match object { Object::ArrayOfVirtualMachineConnection(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineConnection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1558,11 +1470,11 @@ impl x::ObjectArrayItem for VirtualMachineCpuIdInfoSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineCpuIdInfoSpec>> {
-        match object { Object::ArrayOfVirtualMachineCpuIdInfoSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineCpuIdInfoSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineCpuIdInfoSpec>>, Object> {
-        match object { Object::ArrayOfVirtualMachineCpuIdInfoSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineCpuIdInfoSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1574,11 +1486,11 @@ impl x::ObjectArrayItem for VirtualMachineDatastoreInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineDatastoreInfo>> {
-        match object { Object::ArrayOfVirtualMachineDatastoreInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineDatastoreInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineDatastoreInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineDatastoreInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineDatastoreInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1590,11 +1502,11 @@ impl x::ObjectArrayItem for VirtualMachineDatastoreVolumeOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineDatastoreVolumeOption>> {
-        match object { Object::ArrayOfVirtualMachineDatastoreVolumeOption(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineDatastoreVolumeOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineDatastoreVolumeOption>>, Object> {
-        match object { Object::ArrayOfVirtualMachineDatastoreVolumeOption(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineDatastoreVolumeOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1606,11 +1518,11 @@ impl x::ObjectArrayItem for VirtualMachineDeviceRuntimeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineDeviceRuntimeInfo>> {
-        match object { Object::ArrayOfVirtualMachineDeviceRuntimeInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineDeviceRuntimeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineDeviceRuntimeInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineDeviceRuntimeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineDeviceRuntimeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1622,11 +1534,11 @@ impl x::ObjectArrayItem for VirtualMachineDisplayTopology {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineDisplayTopology>> {
-        match object { Object::ArrayOfVirtualMachineDisplayTopology(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineDisplayTopology(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineDisplayTopology>>, Object> {
-        match object { Object::ArrayOfVirtualMachineDisplayTopology(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineDisplayTopology(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1638,11 +1550,11 @@ impl x::ObjectArrayItem for VirtualMachineDvxClassInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineDvxClassInfo>> {
-        match object { Object::ArrayOfVirtualMachineDvxClassInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineDvxClassInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineDvxClassInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineDvxClassInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineDvxClassInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1654,11 +1566,11 @@ impl x::ObjectArrayItem for VirtualMachineDynamicPassthroughInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineDynamicPassthroughInfo>> {
-        match object { Object::ArrayOfVirtualMachineDynamicPassthroughInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineDynamicPassthroughInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineDynamicPassthroughInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineDynamicPassthroughInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineDynamicPassthroughInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1670,11 +1582,11 @@ impl x::ObjectArrayItem for VirtualMachineFeatureRequirement {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineFeatureRequirement>> {
-        match object { Object::ArrayOfVirtualMachineFeatureRequirement(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineFeatureRequirement(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineFeatureRequirement>>, Object> {
-        match object { Object::ArrayOfVirtualMachineFeatureRequirement(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineFeatureRequirement(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1686,11 +1598,11 @@ impl x::ObjectArrayItem for VirtualMachineFileLayoutDiskLayout {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineFileLayoutDiskLayout>> {
-        match object { Object::ArrayOfVirtualMachineFileLayoutDiskLayout(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineFileLayoutDiskLayout(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineFileLayoutDiskLayout>>, Object> {
-        match object { Object::ArrayOfVirtualMachineFileLayoutDiskLayout(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineFileLayoutDiskLayout(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1702,11 +1614,11 @@ impl x::ObjectArrayItem for VirtualMachineFileLayoutExDiskLayout {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineFileLayoutExDiskLayout>> {
-        match object { Object::ArrayOfVirtualMachineFileLayoutExDiskLayout(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineFileLayoutExDiskLayout(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineFileLayoutExDiskLayout>>, Object> {
-        match object { Object::ArrayOfVirtualMachineFileLayoutExDiskLayout(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineFileLayoutExDiskLayout(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1718,11 +1630,11 @@ impl x::ObjectArrayItem for VirtualMachineFileLayoutExDiskUnit {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineFileLayoutExDiskUnit>> {
-        match object { Object::ArrayOfVirtualMachineFileLayoutExDiskUnit(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineFileLayoutExDiskUnit(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineFileLayoutExDiskUnit>>, Object> {
-        match object { Object::ArrayOfVirtualMachineFileLayoutExDiskUnit(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineFileLayoutExDiskUnit(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1734,11 +1646,11 @@ impl x::ObjectArrayItem for VirtualMachineFileLayoutExFileInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineFileLayoutExFileInfo>> {
-        match object { Object::ArrayOfVirtualMachineFileLayoutExFileInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineFileLayoutExFileInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineFileLayoutExFileInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineFileLayoutExFileInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineFileLayoutExFileInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1750,11 +1662,11 @@ impl x::ObjectArrayItem for VirtualMachineFileLayoutExSnapshotLayout {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineFileLayoutExSnapshotLayout>> {
-        match object { Object::ArrayOfVirtualMachineFileLayoutExSnapshotLayout(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineFileLayoutExSnapshotLayout(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineFileLayoutExSnapshotLayout>>, Object> {
-        match object { Object::ArrayOfVirtualMachineFileLayoutExSnapshotLayout(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineFileLayoutExSnapshotLayout(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1766,11 +1678,11 @@ impl x::ObjectArrayItem for VirtualMachineFileLayoutSnapshotLayout {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineFileLayoutSnapshotLayout>> {
-        match object { Object::ArrayOfVirtualMachineFileLayoutSnapshotLayout(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineFileLayoutSnapshotLayout(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineFileLayoutSnapshotLayout>>, Object> {
-        match object { Object::ArrayOfVirtualMachineFileLayoutSnapshotLayout(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineFileLayoutSnapshotLayout(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1782,11 +1694,11 @@ impl x::ObjectArrayItem for VirtualMachineFloppyInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineFloppyInfo>> {
-        match object { Object::ArrayOfVirtualMachineFloppyInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineFloppyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineFloppyInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineFloppyInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineFloppyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1798,11 +1710,11 @@ impl x::ObjectArrayItem for VirtualMachineIdeDiskDeviceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineIdeDiskDeviceInfo>> {
-        match object { Object::ArrayOfVirtualMachineIdeDiskDeviceInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineIdeDiskDeviceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineIdeDiskDeviceInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineIdeDiskDeviceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineIdeDiskDeviceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1814,11 +1726,11 @@ impl x::ObjectArrayItem for VirtualMachineIdeDiskDevicePartitionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineIdeDiskDevicePartitionInfo>> {
-        match object { Object::ArrayOfVirtualMachineIdeDiskDevicePartitionInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineIdeDiskDevicePartitionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineIdeDiskDevicePartitionInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineIdeDiskDevicePartitionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineIdeDiskDevicePartitionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1830,11 +1742,11 @@ impl x::ObjectArrayItem for VirtualMachineLegacyNetworkSwitchInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineLegacyNetworkSwitchInfo>> {
-        match object { Object::ArrayOfVirtualMachineLegacyNetworkSwitchInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineLegacyNetworkSwitchInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineLegacyNetworkSwitchInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineLegacyNetworkSwitchInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineLegacyNetworkSwitchInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1846,11 +1758,11 @@ impl x::ObjectArrayItem for VirtualMachineMessage {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineMessage>> {
-        match object { Object::ArrayOfVirtualMachineMessage(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineMessage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineMessage>>, Object> {
-        match object { Object::ArrayOfVirtualMachineMessage(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineMessage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1862,11 +1774,11 @@ impl x::ObjectArrayItem for VirtualMachineMetadataManagerVmMetadataInput {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineMetadataManagerVmMetadataInput>> {
-        match object { Object::ArrayOfVirtualMachineMetadataManagerVmMetadataInput(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineMetadataManagerVmMetadataInput(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineMetadataManagerVmMetadataInput>>, Object> {
-        match object { Object::ArrayOfVirtualMachineMetadataManagerVmMetadataInput(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineMetadataManagerVmMetadataInput(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1878,11 +1790,11 @@ impl x::ObjectArrayItem for VirtualMachineMetadataManagerVmMetadataResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineMetadataManagerVmMetadataResult>> {
-        match object { Object::ArrayOfVirtualMachineMetadataManagerVmMetadataResult(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineMetadataManagerVmMetadataResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineMetadataManagerVmMetadataResult>>, Object> {
-        match object { Object::ArrayOfVirtualMachineMetadataManagerVmMetadataResult(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineMetadataManagerVmMetadataResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1894,11 +1806,11 @@ impl x::ObjectArrayItem for VirtualMachineNetworkInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineNetworkInfo>> {
-        match object { Object::ArrayOfVirtualMachineNetworkInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineNetworkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineNetworkInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineNetworkInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineNetworkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1910,11 +1822,11 @@ impl x::ObjectArrayItem for VirtualMachineParallelInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineParallelInfo>> {
-        match object { Object::ArrayOfVirtualMachineParallelInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineParallelInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineParallelInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachineParallelInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineParallelInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1926,11 +1838,11 @@ impl x::ObjectArrayItem for AnyVirtualMachinePciPassthroughInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualMachinePciPassthroughInfo>> {
-        match object { Object::ArrayOfVirtualMachinePciPassthroughInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachinePciPassthroughInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualMachinePciPassthroughInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachinePciPassthroughInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachinePciPassthroughInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1942,11 +1854,11 @@ impl x::ObjectArrayItem for VirtualMachinePciSharedGpuPassthroughInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachinePciSharedGpuPassthroughInfo>> {
-        match object { Object::ArrayOfVirtualMachinePciSharedGpuPassthroughInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachinePciSharedGpuPassthroughInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachinePciSharedGpuPassthroughInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachinePciSharedGpuPassthroughInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachinePciSharedGpuPassthroughInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1958,11 +1870,11 @@ impl x::ObjectArrayItem for VirtualMachinePrecisionClockInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachinePrecisionClockInfo>> {
-        match object { Object::ArrayOfVirtualMachinePrecisionClockInfo(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachinePrecisionClockInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachinePrecisionClockInfo>>, Object> {
-        match object { Object::ArrayOfVirtualMachinePrecisionClockInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachinePrecisionClockInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1974,11 +1886,11 @@ impl x::ObjectArrayItem for VirtualMachineProfileDetailsDiskProfileDetails {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineProfileDetailsDiskProfileDetails>> {
-        match object { Object::ArrayOfVirtualMachineProfileDetailsDiskProfileDetails(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineProfileDetailsDiskProfileDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineProfileDetailsDiskProfileDetails>>, Object> {
-        match object { Object::ArrayOfVirtualMachineProfileDetailsDiskProfileDetails(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineProfileDetailsDiskProfileDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1990,11 +1902,11 @@ impl x::ObjectArrayItem for AnyVirtualMachineProfileSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<AnyVirtualMachineProfileSpec>> {
-        match object { Object::ArrayOfVirtualMachineProfileSpec(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineProfileSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<AnyVirtualMachineProfileSpec>>, Object> {
-        match object { Object::ArrayOfVirtualMachineProfileSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineProfileSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2006,11 +1918,11 @@ impl x::ObjectArrayItem for VirtualMachinePropertyRelation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachinePropertyRelation>> {
-        match object { Object::ArrayOfVirtualMachinePropertyRelation(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachinePropertyRelation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachinePropertyRelation>>, Object> {
-        match object { Object::ArrayOfVirtualMachinePropertyRelation(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachinePropertyRelation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -2022,10 +1934,10 @@ impl x::ObjectArrayItem for VirtualMachineQuickStatsMemoryTierStats {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Vec<VirtualMachineQuickStatsMemoryTierStats>> {
-        match object { Object::ArrayOfVirtualMachineQuickStatsMemoryTierStats(v) => Some(v), _ => None, }
+        match object { Object::ArrayOfVirtualMachineQuickStatsMemoryTierStats(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Vec<VirtualMachineQuickStatsMemoryTierStats>>, Object> {
-        match object { Object::ArrayOfVirtualMachineQuickStatsMemoryTierStats(v) => Ok(v), other => Err(other), }
+        match object { Object::ArrayOfVirtualMachineQuickStatsMemoryTierStats(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -236,7 +236,7 @@ pub enum Object {
     ArrayOfVmPlacementPolicy(Box<Vec<AnyVmPlacementPolicy>>),
     ArrayOfVmPodConfigForPlacement(Box<Vec<VmPodConfigForPlacement>>),
     ArrayOfVmPortGroupProfile(Box<Vec<VmPortGroupProfile>>),
-    ArrayOfVmfsConfigOption(Box<Vec<VmfsConfigOption>>),
+    #[cfg(feature = "admin")] ArrayOfVmfsConfigOption(Box<Vec<VmfsConfigOption>>),
     ArrayOfVmfsDatastoreOption(Box<Vec<VmfsDatastoreOption>>),
     #[cfg(feature = "all-events")] ArrayOfVnicPortArgument(Box<Vec<VnicPortArgument>>),
     ArrayOfVsanHostConfigInfo(Box<Vec<VsanHostConfigInfo>>),
@@ -247,12 +247,12 @@ pub enum Object {
     ArrayOfVsanHostDiskResult(Box<Vec<VsanHostDiskResult>>),
     ArrayOfVsanHostMembershipInfo(Box<Vec<VsanHostMembershipInfo>>),
     ArrayOfVsanHostRuntimeInfoDiskIssue(Box<Vec<VsanHostRuntimeInfoDiskIssue>>),
-    ArrayOfVsanNewPolicyBatch(Box<Vec<VsanNewPolicyBatch>>),
-    ArrayOfVsanPolicyChangeBatch(Box<Vec<VsanPolicyChangeBatch>>),
-    ArrayOfVsanPolicySatisfiability(Box<Vec<VsanPolicySatisfiability>>),
-    ArrayOfVsanUpgradeSystemNetworkPartitionInfo(Box<Vec<VsanUpgradeSystemNetworkPartitionInfo>>),
-    ArrayOfVsanUpgradeSystemPreflightCheckIssue(Box<Vec<AnyVsanUpgradeSystemPreflightCheckIssue>>),
-    ArrayOfVsanUpgradeSystemUpgradeHistoryItem(Box<Vec<AnyVsanUpgradeSystemUpgradeHistoryItem>>),
+    #[cfg(feature = "admin")] ArrayOfVsanNewPolicyBatch(Box<Vec<VsanNewPolicyBatch>>),
+    #[cfg(feature = "admin")] ArrayOfVsanPolicyChangeBatch(Box<Vec<VsanPolicyChangeBatch>>),
+    #[cfg(feature = "admin")] ArrayOfVsanPolicySatisfiability(Box<Vec<VsanPolicySatisfiability>>),
+    #[cfg(feature = "admin")] ArrayOfVsanUpgradeSystemNetworkPartitionInfo(Box<Vec<VsanUpgradeSystemNetworkPartitionInfo>>),
+    #[cfg(feature = "admin")] ArrayOfVsanUpgradeSystemPreflightCheckIssue(Box<Vec<AnyVsanUpgradeSystemPreflightCheckIssue>>),
+    #[cfg(feature = "admin")] ArrayOfVsanUpgradeSystemUpgradeHistoryItem(Box<Vec<AnyVsanUpgradeSystemUpgradeHistoryItem>>),
     ArrayOfVslmTagEntry(Box<Vec<VslmTagEntry>>),
     ArrayOfvslmInfrastructureObjectPolicy(Box<Vec<VslmInfrastructureObjectPolicy>>),
     ArrayUpdateOperation(Box<ArrayUpdateOperation>),
@@ -263,10 +263,10 @@ pub enum Object {
     AuthenticationRequiredAuthenticationScheme(Box<AuthenticationRequiredAuthenticationScheme>),
     #[cfg(feature = "all-faults")] AuthenticationRequiredChallenge(Box<AuthenticationRequiredChallenge>),
     AuthenticationRequiredErrorType(Box<AuthenticationRequiredErrorType>),
-    AuthorizationDescription(Box<AuthorizationDescription>),
+    #[cfg(feature = "admin")] AuthorizationDescription(Box<AuthorizationDescription>),
     #[cfg(feature = "all-events")] AuthorizationEvent(Box<AuthorizationEvent>),
-    AuthorizationPrivilege(Box<AuthorizationPrivilege>),
-    AuthorizationRole(Box<AuthorizationRole>),
+    #[cfg(feature = "admin")] AuthorizationPrivilege(Box<AuthorizationPrivilege>),
+    #[cfg(feature = "admin")] AuthorizationRole(Box<AuthorizationRole>),
     AutoStartAction(Box<AutoStartAction>),
     AutoStartDefaults(Box<AutoStartDefaults>),
     AutoStartPowerInfo(Box<AutoStartPowerInfo>),
@@ -312,7 +312,7 @@ fn decode(
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVmPlacementPolicy(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVmPodConfigForPlacement(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVmPortGroupProfile(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVmfsConfigOption(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVmfsConfigOption(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVmfsDatastoreOption(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVnicPortArgument(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanHostConfigInfo(v), Err(e) => return Some(Err(e)) },
@@ -323,12 +323,12 @@ fn decode(
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanHostDiskResult(v), Err(e) => return Some(Err(e)) },
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanHostMembershipInfo(v), Err(e) => return Some(Err(e)) },
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanHostRuntimeInfoDiskIssue(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanNewPolicyBatch(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanPolicyChangeBatch(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanPolicySatisfiability(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanNewPolicyBatch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanPolicyChangeBatch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanPolicySatisfiability(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVslmTagEntry(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfvslmInfrastructureObjectPolicy(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayUpdateOperation(v), Err(e) => return Some(Err(e)) },
@@ -339,10 +339,10 @@ fn decode(
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthenticationRequiredAuthenticationScheme(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthenticationRequiredChallenge(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthenticationRequiredErrorType(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthorizationDescription(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthorizationDescription(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthorizationEvent(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthorizationPrivilege(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthorizationRole(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthorizationPrivilege(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthorizationRole(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AutoStartAction(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AutoStartDefaults(v), Err(e) => return Some(Err(e)) },
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AutoStartPowerInfo(v), Err(e) => return Some(Err(e)) },
@@ -382,7 +382,7 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfVmPlacementPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVmPodConfigForPlacement(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVmPortGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVmfsConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVmfsConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVmfsDatastoreOption(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ArrayOfVnicPortArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVsanHostConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -393,12 +393,12 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfVsanHostDiskResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVsanHostMembershipInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVsanHostRuntimeInfoDiskIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVsanNewPolicyBatch(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVsanPolicyChangeBatch(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVsanPolicySatisfiability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanNewPolicyBatch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanPolicyChangeBatch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanPolicySatisfiability(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVslmTagEntry(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfvslmInfrastructureObjectPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayUpdateOperation(v) => std::fmt::Debug::fmt(&**v, f),
@@ -409,10 +409,10 @@ impl std::fmt::Debug for Object {
             Object::AuthenticationRequiredAuthenticationScheme(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::AuthenticationRequiredChallenge(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AuthenticationRequiredErrorType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AuthorizationDescription(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::AuthorizationDescription(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::AuthorizationEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AuthorizationPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AuthorizationRole(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::AuthorizationPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::AuthorizationRole(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AutoStartAction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AutoStartDefaults(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AutoStartPowerInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -424,75 +424,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ArrayOfVirtualMachineRelocateSpecDiskLocator(v) => Object::ArrayOfVirtualMachineRelocateSpecDiskLocator(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineScsiDiskDeviceInfo(v) => Object::ArrayOfVirtualMachineScsiDiskDeviceInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineScsiPassthroughInfo(v) => Object::ArrayOfVirtualMachineScsiPassthroughInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineSerialInfo(v) => Object::ArrayOfVirtualMachineSerialInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineSnapshotTree(v) => Object::ArrayOfVirtualMachineSnapshotTree(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineSoundInfo(v) => Object::ArrayOfVirtualMachineSoundInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineSriovInfo(v) => Object::ArrayOfVirtualMachineSriovInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineSummary(v) => Object::ArrayOfVirtualMachineSummary(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineUsageOnDatastore(v) => Object::ArrayOfVirtualMachineUsageOnDatastore(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineUsbInfo(v) => Object::ArrayOfVirtualMachineUsbInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineVFlashModuleInfo(v) => Object::ArrayOfVirtualMachineVFlashModuleInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineVMCIDeviceFilterSpec(v) => Object::ArrayOfVirtualMachineVMCIDeviceFilterSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineVMotionStunTimeInfo(v) => Object::ArrayOfVirtualMachineVMotionStunTimeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineVcpuConfig(v) => Object::ArrayOfVirtualMachineVcpuConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineVendorDeviceGroupInfo(v) => Object::ArrayOfVirtualMachineVendorDeviceGroupInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo(v) => Object::ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineVgpuDeviceInfo(v) => Object::ArrayOfVirtualMachineVgpuDeviceInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineVgpuProfileInfo(v) => Object::ArrayOfVirtualMachineVgpuProfileInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(v) => Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualNicManagerNetConfig(v) => Object::ArrayOfVirtualNicManagerNetConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualPCIPassthroughAllowedDevice(v) => Object::ArrayOfVirtualPCIPassthroughAllowedDevice(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualSCSISharing(v) => Object::ArrayOfVirtualSCSISharing(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualSwitchProfile(v) => Object::ArrayOfVirtualSwitchProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVmEventArgument(v) => Object::ArrayOfVmEventArgument(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVmPlacementPolicy(v) => Object::ArrayOfVmPlacementPolicy(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVmPodConfigForPlacement(v) => Object::ArrayOfVmPodConfigForPlacement(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVmPortGroupProfile(v) => Object::ArrayOfVmPortGroupProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVmfsConfigOption(v) => Object::ArrayOfVmfsConfigOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVmfsDatastoreOption(v) => Object::ArrayOfVmfsDatastoreOption(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-events")] Object::ArrayOfVnicPortArgument(v) => Object::ArrayOfVnicPortArgument(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanHostConfigInfo(v) => Object::ArrayOfVsanHostConfigInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(v) => Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanHostDiskMapInfo(v) => Object::ArrayOfVsanHostDiskMapInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanHostDiskMapResult(v) => Object::ArrayOfVsanHostDiskMapResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanHostDiskMapping(v) => Object::ArrayOfVsanHostDiskMapping(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanHostDiskResult(v) => Object::ArrayOfVsanHostDiskResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanHostMembershipInfo(v) => Object::ArrayOfVsanHostMembershipInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanHostRuntimeInfoDiskIssue(v) => Object::ArrayOfVsanHostRuntimeInfoDiskIssue(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanNewPolicyBatch(v) => Object::ArrayOfVsanNewPolicyBatch(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanPolicyChangeBatch(v) => Object::ArrayOfVsanPolicyChangeBatch(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanPolicySatisfiability(v) => Object::ArrayOfVsanPolicySatisfiability(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(v) => Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(v) => Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(v) => Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVslmTagEntry(v) => Object::ArrayOfVslmTagEntry(Box::new(x::clone_vec(v))),
-            Object::ArrayOfvslmInfrastructureObjectPolicy(v) => Object::ArrayOfvslmInfrastructureObjectPolicy(Box::new(x::clone_vec(v))),
-            Object::ArrayUpdateOperation(v) => Object::ArrayUpdateOperation(Box::new((**v).clone())),
-            Object::ArrayUpdateSpec(v) => Object::ArrayUpdateSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AuthMinimumAdminPermission(v) => Object::AuthMinimumAdminPermission(Box::new((**v).clone())),
-            Object::AuthenticationProfile(v) => Object::AuthenticationProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AuthenticationRequired(v) => Object::AuthenticationRequired(Box::new((**v).clone())),
-            Object::AuthenticationRequiredAuthenticationScheme(v) => Object::AuthenticationRequiredAuthenticationScheme(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AuthenticationRequiredChallenge(v) => Object::AuthenticationRequiredChallenge(Box::new((**v).clone())),
-            Object::AuthenticationRequiredErrorType(v) => Object::AuthenticationRequiredErrorType(Box::new((**v).clone())),
-            Object::AuthorizationDescription(v) => Object::AuthorizationDescription(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AuthorizationEvent(v) => Object::AuthorizationEvent(Box::new((**v).clone())),
-            Object::AuthorizationPrivilege(v) => Object::AuthorizationPrivilege(Box::new((**v).clone())),
-            Object::AuthorizationRole(v) => Object::AuthorizationRole(Box::new((**v).clone())),
-            Object::AutoStartAction(v) => Object::AutoStartAction(Box::new((**v).clone())),
-            Object::AutoStartDefaults(v) => Object::AutoStartDefaults(Box::new((**v).clone())),
-            Object::AutoStartPowerInfo(v) => Object::AutoStartPowerInfo(Box::new((**v).clone())),
-            Object::AutoStartWaitHeartbeatSetting(v) => Object::AutoStartWaitHeartbeatSetting(Box::new((**v).clone())),
-        }
     }
 }
 
@@ -526,7 +457,7 @@ impl x::DataObject for Object {
             Object::ArrayOfVmPlacementPolicy(_) => "ArrayOfVmPlacementPolicy",
             Object::ArrayOfVmPodConfigForPlacement(_) => "ArrayOfVmPodConfigForPlacement",
             Object::ArrayOfVmPortGroupProfile(_) => "ArrayOfVmPortGroupProfile",
-            Object::ArrayOfVmfsConfigOption(_) => "ArrayOfVmfsConfigOption",
+            #[cfg(feature = "admin")] Object::ArrayOfVmfsConfigOption(_) => "ArrayOfVmfsConfigOption",
             Object::ArrayOfVmfsDatastoreOption(_) => "ArrayOfVmfsDatastoreOption",
             #[cfg(feature = "all-events")] Object::ArrayOfVnicPortArgument(_) => "ArrayOfVnicPortArgument",
             Object::ArrayOfVsanHostConfigInfo(_) => "ArrayOfVsanHostConfigInfo",
@@ -537,12 +468,12 @@ impl x::DataObject for Object {
             Object::ArrayOfVsanHostDiskResult(_) => "ArrayOfVsanHostDiskResult",
             Object::ArrayOfVsanHostMembershipInfo(_) => "ArrayOfVsanHostMembershipInfo",
             Object::ArrayOfVsanHostRuntimeInfoDiskIssue(_) => "ArrayOfVsanHostRuntimeInfoDiskIssue",
-            Object::ArrayOfVsanNewPolicyBatch(_) => "ArrayOfVsanNewPolicyBatch",
-            Object::ArrayOfVsanPolicyChangeBatch(_) => "ArrayOfVsanPolicyChangeBatch",
-            Object::ArrayOfVsanPolicySatisfiability(_) => "ArrayOfVsanPolicySatisfiability",
-            Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(_) => "ArrayOfVsanUpgradeSystemNetworkPartitionInfo",
-            Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(_) => "ArrayOfVsanUpgradeSystemPreflightCheckIssue",
-            Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(_) => "ArrayOfVsanUpgradeSystemUpgradeHistoryItem",
+            #[cfg(feature = "admin")] Object::ArrayOfVsanNewPolicyBatch(_) => "ArrayOfVsanNewPolicyBatch",
+            #[cfg(feature = "admin")] Object::ArrayOfVsanPolicyChangeBatch(_) => "ArrayOfVsanPolicyChangeBatch",
+            #[cfg(feature = "admin")] Object::ArrayOfVsanPolicySatisfiability(_) => "ArrayOfVsanPolicySatisfiability",
+            #[cfg(feature = "admin")] Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(_) => "ArrayOfVsanUpgradeSystemNetworkPartitionInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(_) => "ArrayOfVsanUpgradeSystemPreflightCheckIssue",
+            #[cfg(feature = "admin")] Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(_) => "ArrayOfVsanUpgradeSystemUpgradeHistoryItem",
             Object::ArrayOfVslmTagEntry(_) => "ArrayOfVslmTagEntry",
             Object::ArrayOfvslmInfrastructureObjectPolicy(_) => "ArrayOfvslmInfrastructureObjectPolicy",
             Object::ArrayUpdateOperation(_) => "ArrayUpdateOperation",
@@ -553,10 +484,10 @@ impl x::DataObject for Object {
             Object::AuthenticationRequiredAuthenticationScheme(_) => "AuthenticationRequiredAuthenticationScheme",
             #[cfg(feature = "all-faults")] Object::AuthenticationRequiredChallenge(_) => "AuthenticationRequiredChallenge",
             Object::AuthenticationRequiredErrorType(_) => "AuthenticationRequiredErrorType",
-            Object::AuthorizationDescription(_) => "AuthorizationDescription",
+            #[cfg(feature = "admin")] Object::AuthorizationDescription(_) => "AuthorizationDescription",
             #[cfg(feature = "all-events")] Object::AuthorizationEvent(_) => "AuthorizationEvent",
-            Object::AuthorizationPrivilege(_) => "AuthorizationPrivilege",
-            Object::AuthorizationRole(_) => "AuthorizationRole",
+            #[cfg(feature = "admin")] Object::AuthorizationPrivilege(_) => "AuthorizationPrivilege",
+            #[cfg(feature = "admin")] Object::AuthorizationRole(_) => "AuthorizationRole",
             Object::AutoStartAction(_) => "AutoStartAction",
             Object::AutoStartDefaults(_) => "AutoStartDefaults",
             Object::AutoStartPowerInfo(_) => "AutoStartPowerInfo",
@@ -571,7 +502,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -607,7 +538,7 @@ impl x::DataObject for Object {
             Object::ArrayOfVmPlacementPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVmPodConfigForPlacement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVmPortGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVmfsConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVmfsConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVmfsDatastoreOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ArrayOfVnicPortArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVsanHostConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -618,12 +549,12 @@ impl x::DataObject for Object {
             Object::ArrayOfVsanHostDiskResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVsanHostMembershipInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVsanHostRuntimeInfoDiskIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVsanNewPolicyBatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVsanPolicyChangeBatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVsanPolicySatisfiability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanNewPolicyBatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanPolicyChangeBatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanPolicySatisfiability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVslmTagEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfvslmInfrastructureObjectPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayUpdateOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -634,10 +565,10 @@ impl x::DataObject for Object {
             Object::AuthenticationRequiredAuthenticationScheme(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::AuthenticationRequiredChallenge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AuthenticationRequiredErrorType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AuthorizationDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::AuthorizationDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::AuthorizationEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AuthorizationPrivilege(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AuthorizationRole(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::AuthorizationPrivilege(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::AuthorizationRole(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AutoStartAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AutoStartDefaults(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AutoStartPowerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1079,7 +1010,7 @@ impl x::ObjectArrayItem for VmPortGroupProfile {
     }
 }
 
-impl x::ObjectArrayItem for VmfsConfigOption {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for VmfsConfigOption {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<VmfsConfigOption>>) -> Object {
@@ -1255,7 +1186,7 @@ impl x::ObjectArrayItem for VsanHostRuntimeInfoDiskIssue {
     }
 }
 
-impl x::ObjectArrayItem for VsanNewPolicyBatch {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for VsanNewPolicyBatch {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<VsanNewPolicyBatch>>) -> Object {
@@ -1271,7 +1202,7 @@ impl x::ObjectArrayItem for VsanNewPolicyBatch {
     }
 }
 
-impl x::ObjectArrayItem for VsanPolicyChangeBatch {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for VsanPolicyChangeBatch {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<VsanPolicyChangeBatch>>) -> Object {
@@ -1287,7 +1218,7 @@ impl x::ObjectArrayItem for VsanPolicyChangeBatch {
     }
 }
 
-impl x::ObjectArrayItem for VsanPolicySatisfiability {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for VsanPolicySatisfiability {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<VsanPolicySatisfiability>>) -> Object {
@@ -1303,7 +1234,7 @@ impl x::ObjectArrayItem for VsanPolicySatisfiability {
     }
 }
 
-impl x::ObjectArrayItem for VsanUpgradeSystemNetworkPartitionInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for VsanUpgradeSystemNetworkPartitionInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<VsanUpgradeSystemNetworkPartitionInfo>>) -> Object {
@@ -1319,7 +1250,7 @@ impl x::ObjectArrayItem for VsanUpgradeSystemNetworkPartitionInfo {
     }
 }
 
-impl x::ObjectArrayItem for AnyVsanUpgradeSystemPreflightCheckIssue {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyVsanUpgradeSystemPreflightCheckIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AnyVsanUpgradeSystemPreflightCheckIssue>>) -> Object {
@@ -1335,7 +1266,7 @@ impl x::ObjectArrayItem for AnyVsanUpgradeSystemPreflightCheckIssue {
     }
 }
 
-impl x::ObjectArrayItem for AnyVsanUpgradeSystemUpgradeHistoryItem {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyVsanUpgradeSystemUpgradeHistoryItem {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AnyVsanUpgradeSystemUpgradeHistoryItem>>) -> Object {
@@ -1511,7 +1442,7 @@ impl x::ObjectType for AuthenticationRequiredErrorType {
     }
 }
 
-impl x::ObjectType for AuthorizationDescription {
+#[cfg(feature = "admin")] impl x::ObjectType for AuthorizationDescription {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1543,7 +1474,7 @@ impl x::ObjectType for AuthorizationDescription {
     }
 }
 
-impl x::ObjectType for AuthorizationPrivilege {
+#[cfg(feature = "admin")] impl x::ObjectType for AuthorizationPrivilege {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1559,7 +1490,7 @@ impl x::ObjectType for AuthorizationPrivilege {
     }
 }
 
-impl x::ObjectType for AuthorizationRole {
+#[cfg(feature = "admin")] impl x::ObjectType for AuthorizationRole {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

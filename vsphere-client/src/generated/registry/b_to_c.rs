@@ -607,74 +607,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-faults")] Object::BackupBlobReadFailure(v) => Object::BackupBlobReadFailure(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::BackupBlobWriteFailure(v) => Object::BackupBlobWriteFailure(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::BadUsernameSessionEvent(v) => Object::BadUsernameSessionEvent(Box::new((**v).clone())),
-            Object::BaseConfigInfo(v) => Object::BaseConfigInfo(Box::new((**v).clone())),
-            Object::BaseConfigInfoBackingInfo(v) => Object::BaseConfigInfoBackingInfo(Box::new((**v).clone())),
-            Object::BaseConfigInfoDiskFileBackingInfo(v) => Object::BaseConfigInfoDiskFileBackingInfo(Box::new((**v).clone())),
-            Object::BaseConfigInfoDiskFileBackingInfoProvisioningType(v) => Object::BaseConfigInfoDiskFileBackingInfoProvisioningType(Box::new((**v).clone())),
-            Object::BaseConfigInfoFileBackingInfo(v) => Object::BaseConfigInfoFileBackingInfo(Box::new((**v).clone())),
-            Object::BaseConfigInfoRawDiskMappingBackingInfo(v) => Object::BaseConfigInfoRawDiskMappingBackingInfo(Box::new((**v).clone())),
-            Object::BatchResult(v) => Object::BatchResult(Box::new((**v).clone())),
-            Object::BatchResultResult(v) => Object::BatchResultResult(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::BlockedByFirewall(v) => Object::BlockedByFirewall(Box::new((**v).clone())),
-            Object::BoolOption(v) => Object::BoolOption(Box::new((**v).clone())),
-            Object::BoolPolicy(v) => Object::BoolPolicy(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CAMServerRefusedConnection(v) => Object::CAMServerRefusedConnection(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::CanceledHostOperationEvent(v) => Object::CanceledHostOperationEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotAccessFile(v) => Object::CannotAccessFile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotAccessLocalSource(v) => Object::CannotAccessLocalSource(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotAccessNetwork(v) => Object::CannotAccessNetwork(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotAccessVmComponent(v) => Object::CannotAccessVmComponent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotAccessVmConfig(v) => Object::CannotAccessVmConfig(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotAccessVmDevice(v) => Object::CannotAccessVmDevice(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotAccessVmDisk(v) => Object::CannotAccessVmDisk(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotAddHostWithFTVmAsStandalone(v) => Object::CannotAddHostWithFTVmAsStandalone(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotAddHostWithFTVmToDifferentCluster(v) => Object::CannotAddHostWithFTVmToDifferentCluster(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotAddHostWithFTVmToNonHACluster(v) => Object::CannotAddHostWithFTVmToNonHACluster(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotChangeDrsBehaviorForFtSecondary(v) => Object::CannotChangeDrsBehaviorForFtSecondary(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotChangeHaSettingsForFtSecondary(v) => Object::CannotChangeHaSettingsForFtSecondary(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotChangeVsanClusterUuid(v) => Object::CannotChangeVsanClusterUuid(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotChangeVsanNodeUuid(v) => Object::CannotChangeVsanNodeUuid(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotComputeFTCompatibleHosts(v) => Object::CannotComputeFTCompatibleHosts(Box::new((**v).clone())),
-            Object::CannotCreateFile(v) => Object::CannotCreateFile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotDecryptPasswords(v) => Object::CannotDecryptPasswords(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotDeleteFile(v) => Object::CannotDeleteFile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotDisableDrsOnClustersWithVApps(v) => Object::CannotDisableDrsOnClustersWithVApps(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotDisableSnapshot(v) => Object::CannotDisableSnapshot(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotDisconnectHostWithFaultToleranceVm(v) => Object::CannotDisconnectHostWithFaultToleranceVm(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotEnableVmcpForCluster(v) => Object::CannotEnableVmcpForCluster(Box::new((**v).clone())),
-            Object::CannotEnableVmcpForClusterReason(v) => Object::CannotEnableVmcpForClusterReason(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotModifyConfigCpuRequirements(v) => Object::CannotModifyConfigCpuRequirements(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotMoveFaultToleranceVm(v) => Object::CannotMoveFaultToleranceVm(Box::new((**v).clone())),
-            Object::CannotMoveFaultToleranceVmMoveType(v) => Object::CannotMoveFaultToleranceVmMoveType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotMoveHostWithFaultToleranceVm(v) => Object::CannotMoveHostWithFaultToleranceVm(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotMoveVmWithDeltaDisk(v) => Object::CannotMoveVmWithDeltaDisk(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotMoveVmWithNativeDeltaDisk(v) => Object::CannotMoveVmWithNativeDeltaDisk(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotMoveVsanEnabledHost(v) => Object::CannotMoveVsanEnabledHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotPlaceWithoutPrerequisiteMoves(v) => Object::CannotPlaceWithoutPrerequisiteMoves(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotPowerOffVmInCluster(v) => Object::CannotPowerOffVmInCluster(Box::new((**v).clone())),
-            Object::CannotPowerOffVmInClusterOperation(v) => Object::CannotPowerOffVmInClusterOperation(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotReconfigureVsanWhenHaEnabled(v) => Object::CannotReconfigureVsanWhenHaEnabled(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CannotUseNetwork(v) => Object::CannotUseNetwork(Box::new((**v).clone())),
-            Object::CannotUseNetworkReason(v) => Object::CannotUseNetworkReason(Box::new((**v).clone())),
-            Object::Capability(v) => Object::Capability(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ChangesInfoEventArgument(v) => Object::ChangesInfoEventArgument(Box::new((**v).clone())),
-            Object::CheckResult(v) => Object::CheckResult(Box::new((**v).clone())),
-            Object::CheckTestType(v) => Object::CheckTestType(Box::new((**v).clone())),
-            Object::ChoiceOption(v) => Object::ChoiceOption(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ClockSkew(v) => Object::ClockSkew(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CloneFromSnapshotNotSupported(v) => Object::CloneFromSnapshotNotSupported(Box::new((**v).clone())),
-            Object::ClusterAction(v) => Object::ClusterAction(Box::new((**v).clone())),
-            Object::ClusterActionHistory(v) => Object::ClusterActionHistory(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -749,7 +681,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -566,81 +566,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ClusterAffinityRuleSpec(v) => Object::ClusterAffinityRuleSpec(Box::new((**v).clone())),
-            Object::ClusterAntiAffinityRuleSpec(v) => Object::ClusterAntiAffinityRuleSpec(Box::new((**v).clone())),
-            Object::ClusterAttemptedVmInfo(v) => Object::ClusterAttemptedVmInfo(Box::new((**v).clone())),
-            Object::ClusterClusterInitialPlacementAction(v) => Object::ClusterClusterInitialPlacementAction(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ClusterComplianceCheckedEvent(v) => Object::ClusterComplianceCheckedEvent(Box::new((**v).clone())),
-            Object::ClusterComputeResourceClusterConfigResult(v) => Object::ClusterComputeResourceClusterConfigResult(Box::new((**v).clone())),
-            Object::ClusterComputeResourceCryptoModePolicy(v) => Object::ClusterComputeResourceCryptoModePolicy(Box::new((**v).clone())),
-            Object::ClusterComputeResourceDVSConfigurationValidation(v) => Object::ClusterComputeResourceDVSConfigurationValidation(Box::new((**v).clone())),
-            Object::ClusterComputeResourceDVSSetting(v) => Object::ClusterComputeResourceDVSSetting(Box::new((**v).clone())),
-            Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(Box::new((**v).clone())),
-            Object::ClusterComputeResourceDvsProfile(v) => Object::ClusterComputeResourceDvsProfile(Box::new((**v).clone())),
-            Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(Box::new((**v).clone())),
-            Object::ClusterComputeResourceHCIConfigInfo(v) => Object::ClusterComputeResourceHCIConfigInfo(Box::new((**v).clone())),
-            Object::ClusterComputeResourceHCIConfigSpec(v) => Object::ClusterComputeResourceHCIConfigSpec(Box::new((**v).clone())),
-            Object::ClusterComputeResourceHCIWorkflowState(v) => Object::ClusterComputeResourceHCIWorkflowState(Box::new((**v).clone())),
-            Object::ClusterComputeResourceHostConfigurationInput(v) => Object::ClusterComputeResourceHostConfigurationInput(Box::new((**v).clone())),
-            Object::ClusterComputeResourceHostConfigurationProfile(v) => Object::ClusterComputeResourceHostConfigurationProfile(Box::new((**v).clone())),
-            Object::ClusterComputeResourceHostConfigurationValidation(v) => Object::ClusterComputeResourceHostConfigurationValidation(Box::new((**v).clone())),
-            Object::ClusterComputeResourceHostEvacuationInfo(v) => Object::ClusterComputeResourceHostEvacuationInfo(Box::new((**v).clone())),
-            Object::ClusterComputeResourceHostVmkNicInfo(v) => Object::ClusterComputeResourceHostVmkNicInfo(Box::new((**v).clone())),
-            Object::ClusterComputeResourceMaintenanceInfo(v) => Object::ClusterComputeResourceMaintenanceInfo(Box::new((**v).clone())),
-            Object::ClusterComputeResourceSummary(v) => Object::ClusterComputeResourceSummary(Box::new((**v).clone())),
-            Object::ClusterComputeResourceVCProfile(v) => Object::ClusterComputeResourceVCProfile(Box::new((**v).clone())),
-            Object::ClusterComputeResourceValidationResultBase(v) => Object::ClusterComputeResourceValidationResultBase(Box::new((**v).clone())),
-            Object::ClusterComputeResourceVcsHealthStatus(v) => Object::ClusterComputeResourceVcsHealthStatus(Box::new((**v).clone())),
-            Object::ClusterComputeResourceVcsSlots(v) => Object::ClusterComputeResourceVcsSlots(Box::new((**v).clone())),
-            Object::ClusterConfigInfo(v) => Object::ClusterConfigInfo(Box::new((**v).clone())),
-            Object::ClusterConfigInfoEx(v) => Object::ClusterConfigInfoEx(Box::new((**v).clone())),
-            Object::ClusterConfigSpec(v) => Object::ClusterConfigSpec(Box::new((**v).clone())),
-            Object::ClusterConfigSpecEx(v) => Object::ClusterConfigSpecEx(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ClusterCreatedEvent(v) => Object::ClusterCreatedEvent(Box::new((**v).clone())),
-            Object::ClusterCryptoConfigInfo(v) => Object::ClusterCryptoConfigInfo(Box::new((**v).clone())),
-            Object::ClusterCryptoConfigInfoCryptoMode(v) => Object::ClusterCryptoConfigInfoCryptoMode(Box::new((**v).clone())),
-            Object::ClusterDasAamHostInfo(v) => Object::ClusterDasAamHostInfo(Box::new((**v).clone())),
-            Object::ClusterDasAamNodeState(v) => Object::ClusterDasAamNodeState(Box::new((**v).clone())),
-            Object::ClusterDasAamNodeStateDasState(v) => Object::ClusterDasAamNodeStateDasState(Box::new((**v).clone())),
-            Object::ClusterDasAdmissionControlInfo(v) => Object::ClusterDasAdmissionControlInfo(Box::new((**v).clone())),
-            Object::ClusterDasAdmissionControlPolicy(v) => Object::ClusterDasAdmissionControlPolicy(Box::new((**v).clone())),
-            Object::ClusterDasAdvancedRuntimeInfo(v) => Object::ClusterDasAdvancedRuntimeInfo(Box::new((**v).clone())),
-            Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(v) => Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(Box::new((**v).clone())),
-            Object::ClusterDasConfigInfo(v) => Object::ClusterDasConfigInfo(Box::new((**v).clone())),
-            Object::ClusterDasConfigInfoHBDatastoreCandidate(v) => Object::ClusterDasConfigInfoHBDatastoreCandidate(Box::new((**v).clone())),
-            Object::ClusterDasConfigInfoServiceState(v) => Object::ClusterDasConfigInfoServiceState(Box::new((**v).clone())),
-            Object::ClusterDasConfigInfoVmMonitoringState(v) => Object::ClusterDasConfigInfoVmMonitoringState(Box::new((**v).clone())),
-            Object::ClusterDasData(v) => Object::ClusterDasData(Box::new((**v).clone())),
-            Object::ClusterDasDataSummary(v) => Object::ClusterDasDataSummary(Box::new((**v).clone())),
-            Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v) => Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(Box::new((**v).clone())),
-            Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(Box::new((**v).clone())),
-            Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(v) => Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(Box::new((**v).clone())),
-            Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(Box::new((**v).clone())),
-            Object::ClusterDasFdmAvailabilityState(v) => Object::ClusterDasFdmAvailabilityState(Box::new((**v).clone())),
-            Object::ClusterDasFdmHostState(v) => Object::ClusterDasFdmHostState(Box::new((**v).clone())),
-            Object::ClusterDasHostInfo(v) => Object::ClusterDasHostInfo(Box::new((**v).clone())),
-            Object::ClusterDasHostRecommendation(v) => Object::ClusterDasHostRecommendation(Box::new((**v).clone())),
-            Object::ClusterDasVmConfigInfo(v) => Object::ClusterDasVmConfigInfo(Box::new((**v).clone())),
-            Object::ClusterDasVmConfigSpec(v) => Object::ClusterDasVmConfigSpec(Box::new((**v).clone())),
-            Object::ClusterDasVmSettings(v) => Object::ClusterDasVmSettings(Box::new((**v).clone())),
-            Object::ClusterDasVmSettingsIsolationResponse(v) => Object::ClusterDasVmSettingsIsolationResponse(Box::new((**v).clone())),
-            Object::ClusterDasVmSettingsRestartPriority(v) => Object::ClusterDasVmSettingsRestartPriority(Box::new((**v).clone())),
-            Object::ClusterDatastoreUpdateSpec(v) => Object::ClusterDatastoreUpdateSpec(Box::new((**v).clone())),
-            Object::ClusterDependencyRuleInfo(v) => Object::ClusterDependencyRuleInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ClusterDestroyedEvent(v) => Object::ClusterDestroyedEvent(Box::new((**v).clone())),
-            Object::ClusterDpmConfigInfo(v) => Object::ClusterDpmConfigInfo(Box::new((**v).clone())),
-            Object::ClusterDpmHostConfigInfo(v) => Object::ClusterDpmHostConfigInfo(Box::new((**v).clone())),
-            Object::ClusterDpmHostConfigSpec(v) => Object::ClusterDpmHostConfigSpec(Box::new((**v).clone())),
-            Object::ClusterDrsConfigInfo(v) => Object::ClusterDrsConfigInfo(Box::new((**v).clone())),
-            Object::ClusterDrsFaults(v) => Object::ClusterDrsFaults(Box::new((**v).clone())),
-            Object::ClusterDrsFaultsFaultsByVirtualDisk(v) => Object::ClusterDrsFaultsFaultsByVirtualDisk(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -722,7 +647,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -305,7 +305,7 @@ pub enum Object {
     ClusterDrsVmConfigInfo(Box<ClusterDrsVmConfigInfo>),
     ClusterDrsVmConfigSpec(Box<ClusterDrsVmConfigSpec>),
     ClusterEVCManagerCheckResult(Box<ClusterEVCManagerCheckResult>),
-    ClusterEVCManagerEVCState(Box<ClusterEVCManagerEVCState>),
+    #[cfg(feature = "admin")] ClusterEVCManagerEVCState(Box<ClusterEVCManagerEVCState>),
     ClusterEnterMaintenanceResult(Box<ClusterEnterMaintenanceResult>),
     #[cfg(feature = "all-events")] ClusterEvent(Box<ClusterEvent>),
     ClusterFailoverHostAdmissionControlInfo(Box<ClusterFailoverHostAdmissionControlInfo>),
@@ -328,9 +328,9 @@ pub enum Object {
     ClusterInfraUpdateHaConfigInfoBehaviorType(Box<ClusterInfraUpdateHaConfigInfoBehaviorType>),
     ClusterInfraUpdateHaConfigInfoRemediationType(Box<ClusterInfraUpdateHaConfigInfoRemediationType>),
     ClusterInitialPlacementAction(Box<ClusterInitialPlacementAction>),
-    ClusterIoFilterInfo(Box<ClusterIoFilterInfo>),
+    #[cfg(feature = "admin")] ClusterIoFilterInfo(Box<ClusterIoFilterInfo>),
     ClusterMigrationAction(Box<ClusterMigrationAction>),
-    ClusterNetworkConfigSpec(Box<ClusterNetworkConfigSpec>),
+    #[cfg(feature = "admin")] ClusterNetworkConfigSpec(Box<ClusterNetworkConfigSpec>),
     ClusterNotAttemptedVmInfo(Box<ClusterNotAttemptedVmInfo>),
     ClusterOrchestrationInfo(Box<ClusterOrchestrationInfo>),
     #[cfg(feature = "all-events")] ClusterOvercommittedEvent(Box<ClusterOvercommittedEvent>),
@@ -339,11 +339,11 @@ pub enum Object {
     ClusterPreemptibleVmPairInfo(Box<ClusterPreemptibleVmPairInfo>),
     ClusterPreemptibleVmPairSpec(Box<ClusterPreemptibleVmPairSpec>),
     ClusterProactiveDrsConfigInfo(Box<ClusterProactiveDrsConfigInfo>),
-    ClusterProfileCompleteConfigSpec(Box<ClusterProfileCompleteConfigSpec>),
-    ClusterProfileConfigInfo(Box<ClusterProfileConfigInfo>),
-    ClusterProfileConfigServiceCreateSpec(Box<ClusterProfileConfigServiceCreateSpec>),
-    ClusterProfileConfigSpec(Box<ClusterProfileConfigSpec>),
-    ClusterProfileCreateSpec(Box<ClusterProfileCreateSpec>),
+    #[cfg(feature = "admin")] ClusterProfileCompleteConfigSpec(Box<ClusterProfileCompleteConfigSpec>),
+    #[cfg(feature = "admin")] ClusterProfileConfigInfo(Box<ClusterProfileConfigInfo>),
+    #[cfg(feature = "admin")] ClusterProfileConfigServiceCreateSpec(Box<ClusterProfileConfigServiceCreateSpec>),
+    #[cfg(feature = "admin")] ClusterProfileConfigSpec(Box<ClusterProfileConfigSpec>),
+    #[cfg(feature = "admin")] ClusterProfileCreateSpec(Box<ClusterProfileCreateSpec>),
     ClusterProfileServiceType(Box<ClusterProfileServiceType>),
     ClusterRecommendation(Box<ClusterRecommendation>),
     #[cfg(feature = "all-events")] ClusterReconfiguredEvent(Box<ClusterReconfiguredEvent>),
@@ -390,7 +390,7 @@ fn decode(
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDrsVmConfigInfo(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDrsVmConfigSpec(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterEVCManagerCheckResult(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterEVCManagerEVCState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterEVCManagerEVCState(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterEnterMaintenanceResult(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterEvent(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterFailoverHostAdmissionControlInfo(v), Err(e) => return Some(Err(e)) },
@@ -413,9 +413,9 @@ fn decode(
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterInfraUpdateHaConfigInfoRemediationType(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterInitialPlacementAction(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterIoFilterInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterIoFilterInfo(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterMigrationAction(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterNetworkConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterNetworkConfigSpec(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterNotAttemptedVmInfo(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterOrchestrationInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterOvercommittedEvent(v), Err(e) => return Some(Err(e)) },
@@ -424,11 +424,11 @@ fn decode(
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterPreemptibleVmPairInfo(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterPreemptibleVmPairSpec(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProactiveDrsConfigInfo(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileCompleteConfigSpec(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileConfigInfo(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileConfigServiceCreateSpec(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileConfigSpec(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileCreateSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileCompleteConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileConfigInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileConfigServiceCreateSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileCreateSpec(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterProfileServiceType(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterRecommendation(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
@@ -469,7 +469,7 @@ impl std::fmt::Debug for Object {
             Object::ClusterDrsVmConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDrsVmConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterEVCManagerCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterEVCManagerEVCState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterEVCManagerEVCState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterEnterMaintenanceResult(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ClusterEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterFailoverHostAdmissionControlInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -492,9 +492,9 @@ impl std::fmt::Debug for Object {
             Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterInfraUpdateHaConfigInfoRemediationType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterInitialPlacementAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterIoFilterInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterIoFilterInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterMigrationAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterNetworkConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterNetworkConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterNotAttemptedVmInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterOrchestrationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ClusterOvercommittedEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -503,11 +503,11 @@ impl std::fmt::Debug for Object {
             Object::ClusterPreemptibleVmPairInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterPreemptibleVmPairSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterProactiveDrsConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterProfileCompleteConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterProfileConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterProfileConfigServiceCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterProfileConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterProfileCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterProfileCompleteConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterProfileConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterProfileConfigServiceCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterProfileConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterProfileCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterProfileServiceType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterRecommendation(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ClusterReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -544,84 +544,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ClusterDrsFaultsFaultsByVm(v) => Object::ClusterDrsFaultsFaultsByVm(Box::new((**v).clone())),
-            Object::ClusterDrsMigration(v) => Object::ClusterDrsMigration(Box::new((**v).clone())),
-            Object::ClusterDrsRecommendation(v) => Object::ClusterDrsRecommendation(Box::new((**v).clone())),
-            Object::ClusterDrsVmConfigInfo(v) => Object::ClusterDrsVmConfigInfo(Box::new((**v).clone())),
-            Object::ClusterDrsVmConfigSpec(v) => Object::ClusterDrsVmConfigSpec(Box::new((**v).clone())),
-            Object::ClusterEVCManagerCheckResult(v) => Object::ClusterEVCManagerCheckResult(Box::new((**v).clone())),
-            Object::ClusterEVCManagerEVCState(v) => Object::ClusterEVCManagerEVCState(Box::new((**v).clone())),
-            Object::ClusterEnterMaintenanceResult(v) => Object::ClusterEnterMaintenanceResult(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ClusterEvent(v) => Object::ClusterEvent(Box::new((**v).clone())),
-            Object::ClusterFailoverHostAdmissionControlInfo(v) => Object::ClusterFailoverHostAdmissionControlInfo(Box::new((**v).clone())),
-            Object::ClusterFailoverHostAdmissionControlInfoHostStatus(v) => Object::ClusterFailoverHostAdmissionControlInfoHostStatus(Box::new((**v).clone())),
-            Object::ClusterFailoverHostAdmissionControlPolicy(v) => Object::ClusterFailoverHostAdmissionControlPolicy(Box::new((**v).clone())),
-            Object::ClusterFailoverLevelAdmissionControlInfo(v) => Object::ClusterFailoverLevelAdmissionControlInfo(Box::new((**v).clone())),
-            Object::ClusterFailoverLevelAdmissionControlPolicy(v) => Object::ClusterFailoverLevelAdmissionControlPolicy(Box::new((**v).clone())),
-            Object::ClusterFailoverResourcesAdmissionControlInfo(v) => Object::ClusterFailoverResourcesAdmissionControlInfo(Box::new((**v).clone())),
-            Object::ClusterFailoverResourcesAdmissionControlPolicy(v) => Object::ClusterFailoverResourcesAdmissionControlPolicy(Box::new((**v).clone())),
-            Object::ClusterFixedSizeSlotPolicy(v) => Object::ClusterFixedSizeSlotPolicy(Box::new((**v).clone())),
-            Object::ClusterFtVmHostRuleInfo(v) => Object::ClusterFtVmHostRuleInfo(Box::new((**v).clone())),
-            Object::ClusterGroupInfo(v) => Object::ClusterGroupInfo(Box::new((**v).clone())),
-            Object::ClusterGroupSpec(v) => Object::ClusterGroupSpec(Box::new((**v).clone())),
-            Object::ClusterHostGroup(v) => Object::ClusterHostGroup(Box::new((**v).clone())),
-            Object::ClusterHostInfraUpdateHaModeAction(v) => Object::ClusterHostInfraUpdateHaModeAction(Box::new((**v).clone())),
-            Object::ClusterHostInfraUpdateHaModeActionOperationType(v) => Object::ClusterHostInfraUpdateHaModeActionOperationType(Box::new((**v).clone())),
-            Object::ClusterHostPowerAction(v) => Object::ClusterHostPowerAction(Box::new((**v).clone())),
-            Object::ClusterHostRecommendation(v) => Object::ClusterHostRecommendation(Box::new((**v).clone())),
-            Object::ClusterInfraUpdateHaConfigInfo(v) => Object::ClusterInfraUpdateHaConfigInfo(Box::new((**v).clone())),
-            Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v) => Object::ClusterInfraUpdateHaConfigInfoBehaviorType(Box::new((**v).clone())),
-            Object::ClusterInfraUpdateHaConfigInfoRemediationType(v) => Object::ClusterInfraUpdateHaConfigInfoRemediationType(Box::new((**v).clone())),
-            Object::ClusterInitialPlacementAction(v) => Object::ClusterInitialPlacementAction(Box::new((**v).clone())),
-            Object::ClusterIoFilterInfo(v) => Object::ClusterIoFilterInfo(Box::new((**v).clone())),
-            Object::ClusterMigrationAction(v) => Object::ClusterMigrationAction(Box::new((**v).clone())),
-            Object::ClusterNetworkConfigSpec(v) => Object::ClusterNetworkConfigSpec(Box::new((**v).clone())),
-            Object::ClusterNotAttemptedVmInfo(v) => Object::ClusterNotAttemptedVmInfo(Box::new((**v).clone())),
-            Object::ClusterOrchestrationInfo(v) => Object::ClusterOrchestrationInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ClusterOvercommittedEvent(v) => Object::ClusterOvercommittedEvent(Box::new((**v).clone())),
-            Object::ClusterPowerOnVmOption(v) => Object::ClusterPowerOnVmOption(Box::new((**v).clone())),
-            Object::ClusterPowerOnVmResult(v) => Object::ClusterPowerOnVmResult(Box::new((**v).clone())),
-            Object::ClusterPreemptibleVmPairInfo(v) => Object::ClusterPreemptibleVmPairInfo(Box::new((**v).clone())),
-            Object::ClusterPreemptibleVmPairSpec(v) => Object::ClusterPreemptibleVmPairSpec(Box::new((**v).clone())),
-            Object::ClusterProactiveDrsConfigInfo(v) => Object::ClusterProactiveDrsConfigInfo(Box::new((**v).clone())),
-            Object::ClusterProfileCompleteConfigSpec(v) => Object::ClusterProfileCompleteConfigSpec(Box::new((**v).clone())),
-            Object::ClusterProfileConfigInfo(v) => Object::ClusterProfileConfigInfo(Box::new((**v).clone())),
-            Object::ClusterProfileConfigServiceCreateSpec(v) => Object::ClusterProfileConfigServiceCreateSpec(Box::new((**v).clone())),
-            Object::ClusterProfileConfigSpec(v) => Object::ClusterProfileConfigSpec(Box::new((**v).clone())),
-            Object::ClusterProfileCreateSpec(v) => Object::ClusterProfileCreateSpec(Box::new((**v).clone())),
-            Object::ClusterProfileServiceType(v) => Object::ClusterProfileServiceType(Box::new((**v).clone())),
-            Object::ClusterRecommendation(v) => Object::ClusterRecommendation(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ClusterReconfiguredEvent(v) => Object::ClusterReconfiguredEvent(Box::new((**v).clone())),
-            Object::ClusterResourceUsageSummary(v) => Object::ClusterResourceUsageSummary(Box::new((**v).clone())),
-            Object::ClusterRuleInfo(v) => Object::ClusterRuleInfo(Box::new((**v).clone())),
-            Object::ClusterRuleSpec(v) => Object::ClusterRuleSpec(Box::new((**v).clone())),
-            Object::ClusterSlotPolicy(v) => Object::ClusterSlotPolicy(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ClusterStatusChangedEvent(v) => Object::ClusterStatusChangedEvent(Box::new((**v).clone())),
-            Object::ClusterSystemVMsConfigInfo(v) => Object::ClusterSystemVMsConfigInfo(Box::new((**v).clone())),
-            Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => Object::ClusterSystemVMsConfigInfoDeploymentMode(Box::new((**v).clone())),
-            Object::ClusterSystemVMsConfigSpec(v) => Object::ClusterSystemVMsConfigSpec(Box::new((**v).clone())),
-            Object::ClusterTagCategoryUpdateSpec(v) => Object::ClusterTagCategoryUpdateSpec(Box::new((**v).clone())),
-            Object::ClusterUsageSummary(v) => Object::ClusterUsageSummary(Box::new((**v).clone())),
-            Object::ClusterVmComponentProtectionSettings(v) => Object::ClusterVmComponentProtectionSettings(Box::new((**v).clone())),
-            Object::ClusterVmComponentProtectionSettingsStorageVmReaction(v) => Object::ClusterVmComponentProtectionSettingsStorageVmReaction(Box::new((**v).clone())),
-            Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(v) => Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(Box::new((**v).clone())),
-            Object::ClusterVmGroup(v) => Object::ClusterVmGroup(Box::new((**v).clone())),
-            Object::ClusterVmHostRuleInfo(v) => Object::ClusterVmHostRuleInfo(Box::new((**v).clone())),
-            Object::ClusterVmOrchestrationInfo(v) => Object::ClusterVmOrchestrationInfo(Box::new((**v).clone())),
-            Object::ClusterVmOrchestrationSpec(v) => Object::ClusterVmOrchestrationSpec(Box::new((**v).clone())),
-            Object::ClusterVmReadiness(v) => Object::ClusterVmReadiness(Box::new((**v).clone())),
-            Object::ClusterVmReadinessReadyCondition(v) => Object::ClusterVmReadinessReadyCondition(Box::new((**v).clone())),
-            Object::ClusterVmToolsMonitoringSettings(v) => Object::ClusterVmToolsMonitoringSettings(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CollectorAddressUnset(v) => Object::CollectorAddressUnset(Box::new((**v).clone())),
-            Object::ComplianceFailure(v) => Object::ComplianceFailure(Box::new((**v).clone())),
-            Object::ComplianceFailureComplianceFailureValues(v) => Object::ComplianceFailureComplianceFailureValues(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -631,7 +553,7 @@ impl x::DataObject for Object {
             Object::ClusterDrsVmConfigInfo(_) => "ClusterDrsVmConfigInfo",
             Object::ClusterDrsVmConfigSpec(_) => "ClusterDrsVmConfigSpec",
             Object::ClusterEVCManagerCheckResult(_) => "ClusterEVCManagerCheckResult",
-            Object::ClusterEVCManagerEVCState(_) => "ClusterEVCManagerEVCState",
+            #[cfg(feature = "admin")] Object::ClusterEVCManagerEVCState(_) => "ClusterEVCManagerEVCState",
             Object::ClusterEnterMaintenanceResult(_) => "ClusterEnterMaintenanceResult",
             #[cfg(feature = "all-events")] Object::ClusterEvent(_) => "ClusterEvent",
             Object::ClusterFailoverHostAdmissionControlInfo(_) => "ClusterFailoverHostAdmissionControlInfo",
@@ -654,9 +576,9 @@ impl x::DataObject for Object {
             Object::ClusterInfraUpdateHaConfigInfoBehaviorType(_) => "ClusterInfraUpdateHaConfigInfoBehaviorType",
             Object::ClusterInfraUpdateHaConfigInfoRemediationType(_) => "ClusterInfraUpdateHaConfigInfoRemediationType",
             Object::ClusterInitialPlacementAction(_) => "ClusterInitialPlacementAction",
-            Object::ClusterIoFilterInfo(_) => "ClusterIoFilterInfo",
+            #[cfg(feature = "admin")] Object::ClusterIoFilterInfo(_) => "ClusterIoFilterInfo",
             Object::ClusterMigrationAction(_) => "ClusterMigrationAction",
-            Object::ClusterNetworkConfigSpec(_) => "ClusterNetworkConfigSpec",
+            #[cfg(feature = "admin")] Object::ClusterNetworkConfigSpec(_) => "ClusterNetworkConfigSpec",
             Object::ClusterNotAttemptedVmInfo(_) => "ClusterNotAttemptedVmInfo",
             Object::ClusterOrchestrationInfo(_) => "ClusterOrchestrationInfo",
             #[cfg(feature = "all-events")] Object::ClusterOvercommittedEvent(_) => "ClusterOvercommittedEvent",
@@ -665,11 +587,11 @@ impl x::DataObject for Object {
             Object::ClusterPreemptibleVmPairInfo(_) => "ClusterPreemptibleVmPairInfo",
             Object::ClusterPreemptibleVmPairSpec(_) => "ClusterPreemptibleVmPairSpec",
             Object::ClusterProactiveDrsConfigInfo(_) => "ClusterProactiveDrsConfigInfo",
-            Object::ClusterProfileCompleteConfigSpec(_) => "ClusterProfileCompleteConfigSpec",
-            Object::ClusterProfileConfigInfo(_) => "ClusterProfileConfigInfo",
-            Object::ClusterProfileConfigServiceCreateSpec(_) => "ClusterProfileConfigServiceCreateSpec",
-            Object::ClusterProfileConfigSpec(_) => "ClusterProfileConfigSpec",
-            Object::ClusterProfileCreateSpec(_) => "ClusterProfileCreateSpec",
+            #[cfg(feature = "admin")] Object::ClusterProfileCompleteConfigSpec(_) => "ClusterProfileCompleteConfigSpec",
+            #[cfg(feature = "admin")] Object::ClusterProfileConfigInfo(_) => "ClusterProfileConfigInfo",
+            #[cfg(feature = "admin")] Object::ClusterProfileConfigServiceCreateSpec(_) => "ClusterProfileConfigServiceCreateSpec",
+            #[cfg(feature = "admin")] Object::ClusterProfileConfigSpec(_) => "ClusterProfileConfigSpec",
+            #[cfg(feature = "admin")] Object::ClusterProfileCreateSpec(_) => "ClusterProfileCreateSpec",
             Object::ClusterProfileServiceType(_) => "ClusterProfileServiceType",
             Object::ClusterRecommendation(_) => "ClusterRecommendation",
             #[cfg(feature = "all-events")] Object::ClusterReconfiguredEvent(_) => "ClusterReconfiguredEvent",
@@ -706,7 +628,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -721,7 +643,7 @@ impl x::DataObject for Object {
             Object::ClusterDrsVmConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDrsVmConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterEVCManagerCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterEVCManagerEVCState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterEVCManagerEVCState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterEnterMaintenanceResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ClusterEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterFailoverHostAdmissionControlInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -744,9 +666,9 @@ impl x::DataObject for Object {
             Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterInfraUpdateHaConfigInfoRemediationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterInitialPlacementAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterIoFilterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterIoFilterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterMigrationAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterNetworkConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterNetworkConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterNotAttemptedVmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterOrchestrationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ClusterOvercommittedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -755,11 +677,11 @@ impl x::DataObject for Object {
             Object::ClusterPreemptibleVmPairInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterPreemptibleVmPairSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterProactiveDrsConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterProfileCompleteConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterProfileConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterProfileConfigServiceCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterProfileConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterProfileCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterProfileCompleteConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterProfileConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterProfileConfigServiceCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterProfileConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterProfileCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterProfileServiceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterRecommendation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ClusterReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -887,7 +809,7 @@ impl x::ObjectType for ClusterEVCManagerCheckResult {
     }
 }
 
-impl x::ObjectType for ClusterEVCManagerEVCState {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterEVCManagerEVCState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1255,7 +1177,7 @@ impl x::ObjectType for ClusterInitialPlacementAction {
     }
 }
 
-impl x::ObjectType for ClusterIoFilterInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterIoFilterInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1287,7 +1209,7 @@ impl x::ObjectType for ClusterMigrationAction {
     }
 }
 
-impl x::ObjectType for ClusterNetworkConfigSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterNetworkConfigSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1431,7 +1353,7 @@ impl x::ObjectType for ClusterProactiveDrsConfigInfo {
     }
 }
 
-impl x::ObjectType for ClusterProfileCompleteConfigSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterProfileCompleteConfigSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1447,7 +1369,7 @@ impl x::ObjectType for ClusterProfileCompleteConfigSpec {
     }
 }
 
-impl x::ObjectType for ClusterProfileConfigInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterProfileConfigInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1463,7 +1385,7 @@ impl x::ObjectType for ClusterProfileConfigInfo {
     }
 }
 
-impl x::ObjectType for ClusterProfileConfigServiceCreateSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterProfileConfigServiceCreateSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1479,7 +1401,7 @@ impl x::ObjectType for ClusterProfileConfigServiceCreateSpec {
     }
 }
 
-impl x::ObjectType for ClusterProfileConfigSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterProfileConfigSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1495,7 +1417,7 @@ impl x::ObjectType for ClusterProfileConfigSpec {
     }
 }
 
-impl x::ObjectType for ClusterProfileCreateSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterProfileCreateSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

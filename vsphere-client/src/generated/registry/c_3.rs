@@ -564,8 +564,8 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    ComplianceLocator(Box<ComplianceLocator>),
-    ComplianceProfile(Box<ComplianceProfile>),
+    #[cfg(feature = "admin")] ComplianceLocator(Box<ComplianceLocator>),
+    #[cfg(feature = "admin")] ComplianceProfile(Box<ComplianceProfile>),
     ComplianceResult(Box<ComplianceResult>),
     ComplianceResultStatus(Box<ComplianceResultStatus>),
     CompositePolicyOption(Box<CompositePolicyOption>),
@@ -593,20 +593,20 @@ pub enum Object {
     CreateTaskAction(Box<CreateTaskAction>),
     CryptoKeyId(Box<CryptoKeyId>),
     CryptoKeyPlain(Box<CryptoKeyPlain>),
-    CryptoKeyResult(Box<CryptoKeyResult>),
+    #[cfg(feature = "admin")] CryptoKeyResult(Box<CryptoKeyResult>),
     CryptoManagerHostKeyManagementType(Box<CryptoManagerHostKeyManagementType>),
-    CryptoManagerHostKeyStatus(Box<CryptoManagerHostKeyStatus>),
-    CryptoManagerKmipCertSignRequest(Box<CryptoManagerKmipCertSignRequest>),
+    #[cfg(feature = "admin")] CryptoManagerHostKeyStatus(Box<CryptoManagerHostKeyStatus>),
+    #[cfg(feature = "admin")] CryptoManagerKmipCertSignRequest(Box<CryptoManagerKmipCertSignRequest>),
     CryptoManagerKmipCertificateInfo(Box<CryptoManagerKmipCertificateInfo>),
     CryptoManagerKmipClusterStatus(Box<CryptoManagerKmipClusterStatus>),
-    CryptoManagerKmipCryptoKeyStatus(Box<CryptoManagerKmipCryptoKeyStatus>),
-    CryptoManagerKmipCryptoKeyStatusKeyInfo(Box<CryptoManagerKmipCryptoKeyStatusKeyInfo>),
+    #[cfg(feature = "admin")] CryptoManagerKmipCryptoKeyStatus(Box<CryptoManagerKmipCryptoKeyStatus>),
+    #[cfg(feature = "admin")] CryptoManagerKmipCryptoKeyStatusKeyInfo(Box<CryptoManagerKmipCryptoKeyStatusKeyInfo>),
     CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(Box<CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason>),
-    CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(Box<CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo>),
-    CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(Box<CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo>),
-    CryptoManagerKmipCustomAttributeSpec(Box<CryptoManagerKmipCustomAttributeSpec>),
-    CryptoManagerKmipGenerateKeySpec(Box<CryptoManagerKmipGenerateKeySpec>),
-    CryptoManagerKmipServerCertInfo(Box<CryptoManagerKmipServerCertInfo>),
+    #[cfg(feature = "admin")] CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(Box<CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo>),
+    #[cfg(feature = "admin")] CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(Box<CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo>),
+    #[cfg(feature = "admin")] CryptoManagerKmipCustomAttributeSpec(Box<CryptoManagerKmipCustomAttributeSpec>),
+    #[cfg(feature = "admin")] CryptoManagerKmipGenerateKeySpec(Box<CryptoManagerKmipGenerateKeySpec>),
+    #[cfg(feature = "admin")] CryptoManagerKmipServerCertInfo(Box<CryptoManagerKmipServerCertInfo>),
     CryptoManagerKmipServerStatus(Box<CryptoManagerKmipServerStatus>),
 }
 
@@ -622,8 +622,8 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceLocator(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceProfile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceLocator(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceProfile(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceResult(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceResultStatus(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CompositePolicyOption(v), Err(e) => return Some(Err(e)) },
@@ -651,20 +651,20 @@ fn decode(
         91 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CreateTaskAction(v), Err(e) => return Some(Err(e)) },
         101 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoKeyId(v), Err(e) => return Some(Err(e)) },
         102 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoKeyPlain(v), Err(e) => return Some(Err(e)) },
-        103 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoKeyResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 103 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoKeyResult(v), Err(e) => return Some(Err(e)) },
         106 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerHostKeyManagementType(v), Err(e) => return Some(Err(e)) },
-        107 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerHostKeyStatus(v), Err(e) => return Some(Err(e)) },
-        109 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipCertSignRequest(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 107 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerHostKeyStatus(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 109 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipCertSignRequest(v), Err(e) => return Some(Err(e)) },
         110 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipCertificateInfo(v), Err(e) => return Some(Err(e)) },
         111 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipClusterStatus(v), Err(e) => return Some(Err(e)) },
-        112 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipCryptoKeyStatus(v), Err(e) => return Some(Err(e)) },
-        113 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipCryptoKeyStatusKeyInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 112 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipCryptoKeyStatus(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 113 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipCryptoKeyStatusKeyInfo(v), Err(e) => return Some(Err(e)) },
         114 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(v), Err(e) => return Some(Err(e)) },
-        115 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(v), Err(e) => return Some(Err(e)) },
-        116 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(v), Err(e) => return Some(Err(e)) },
-        117 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipCustomAttributeSpec(v), Err(e) => return Some(Err(e)) },
-        118 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipGenerateKeySpec(v), Err(e) => return Some(Err(e)) },
-        119 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipServerCertInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 115 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 116 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 117 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipCustomAttributeSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 118 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipGenerateKeySpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 119 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipServerCertInfo(v), Err(e) => return Some(Err(e)) },
         120 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerKmipServerStatus(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
@@ -674,8 +674,8 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::ComplianceLocator(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ComplianceProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ComplianceLocator(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ComplianceProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ComplianceResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ComplianceResultStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CompositePolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
@@ -703,20 +703,20 @@ impl std::fmt::Debug for Object {
             Object::CreateTaskAction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CryptoKeyId(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CryptoKeyPlain(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CryptoKeyResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::CryptoKeyResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CryptoManagerHostKeyManagementType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CryptoManagerHostKeyStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CryptoManagerKmipCertSignRequest(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::CryptoManagerHostKeyStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipCertSignRequest(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CryptoManagerKmipCertificateInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CryptoManagerKmipClusterStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CryptoManagerKmipCryptoKeyStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CryptoManagerKmipCryptoKeyStatusKeyInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipCryptoKeyStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipCryptoKeyStatusKeyInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CryptoManagerKmipCustomAttributeSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CryptoManagerKmipGenerateKeySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CryptoManagerKmipServerCertInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipCustomAttributeSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipGenerateKeySpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipServerCertInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CryptoManagerKmipServerStatus(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
@@ -728,62 +728,11 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ComplianceLocator(v) => Object::ComplianceLocator(Box::new((**v).clone())),
-            Object::ComplianceProfile(v) => Object::ComplianceProfile(Box::new((**v).clone())),
-            Object::ComplianceResult(v) => Object::ComplianceResult(Box::new((**v).clone())),
-            Object::ComplianceResultStatus(v) => Object::ComplianceResultStatus(Box::new((**v).clone())),
-            Object::CompositePolicyOption(v) => Object::CompositePolicyOption(Box::new((**v).clone())),
-            Object::ComputeResourceConfigInfo(v) => Object::ComputeResourceConfigInfo(Box::new((**v).clone())),
-            Object::ComputeResourceConfigSpec(v) => Object::ComputeResourceConfigSpec(Box::new((**v).clone())),
-            Object::ComputeResourceEventArgument(v) => Object::ComputeResourceEventArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ComputeResourceHostSPBMLicenseInfo(v) => Object::ComputeResourceHostSPBMLicenseInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v) => Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(Box::new((**v).clone())),
-            Object::ComputeResourceHostSeedSpec(v) => Object::ComputeResourceHostSeedSpec(Box::new((**v).clone())),
-            Object::ComputeResourceHostSeedSpecSingleHostSpec(v) => Object::ComputeResourceHostSeedSpecSingleHostSpec(Box::new((**v).clone())),
-            Object::ComputeResourceNetworkBootMode(v) => Object::ComputeResourceNetworkBootMode(Box::new((**v).clone())),
-            Object::ComputeResourceSummary(v) => Object::ComputeResourceSummary(Box::new((**v).clone())),
-            Object::ConcurrentAccess(v) => Object::ConcurrentAccess(Box::new((**v).clone())),
-            Object::ConfigSpecOperation(v) => Object::ConfigSpecOperation(Box::new((**v).clone())),
-            Object::ConfigTarget(v) => Object::ConfigTarget(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ConflictingConfiguration(v) => Object::ConflictingConfiguration(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ConflictingConfigurationConfig(v) => Object::ConflictingConfigurationConfig(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ConflictingDatastoreFound(v) => Object::ConflictingDatastoreFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ConnectedIso(v) => Object::ConnectedIso(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CpuCompatibilityUnknown(v) => Object::CpuCompatibilityUnknown(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CpuHotPlugNotSupported(v) => Object::CpuHotPlugNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CpuIncompatible(v) => Object::CpuIncompatible(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CpuIncompatible1ECX(v) => Object::CpuIncompatible1ECX(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CpuIncompatible81EDX(v) => Object::CpuIncompatible81EDX(Box::new((**v).clone())),
-            Object::CreateTaskAction(v) => Object::CreateTaskAction(Box::new((**v).clone())),
-            Object::CryptoKeyId(v) => Object::CryptoKeyId(Box::new((**v).clone())),
-            Object::CryptoKeyPlain(v) => Object::CryptoKeyPlain(Box::new((**v).clone())),
-            Object::CryptoKeyResult(v) => Object::CryptoKeyResult(Box::new((**v).clone())),
-            Object::CryptoManagerHostKeyManagementType(v) => Object::CryptoManagerHostKeyManagementType(Box::new((**v).clone())),
-            Object::CryptoManagerHostKeyStatus(v) => Object::CryptoManagerHostKeyStatus(Box::new((**v).clone())),
-            Object::CryptoManagerKmipCertSignRequest(v) => Object::CryptoManagerKmipCertSignRequest(Box::new((**v).clone())),
-            Object::CryptoManagerKmipCertificateInfo(v) => Object::CryptoManagerKmipCertificateInfo(Box::new((**v).clone())),
-            Object::CryptoManagerKmipClusterStatus(v) => Object::CryptoManagerKmipClusterStatus(Box::new((**v).clone())),
-            Object::CryptoManagerKmipCryptoKeyStatus(v) => Object::CryptoManagerKmipCryptoKeyStatus(Box::new((**v).clone())),
-            Object::CryptoManagerKmipCryptoKeyStatusKeyInfo(v) => Object::CryptoManagerKmipCryptoKeyStatusKeyInfo(Box::new((**v).clone())),
-            Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(v) => Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(Box::new((**v).clone())),
-            Object::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(v) => Object::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(Box::new((**v).clone())),
-            Object::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(v) => Object::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(Box::new((**v).clone())),
-            Object::CryptoManagerKmipCustomAttributeSpec(v) => Object::CryptoManagerKmipCustomAttributeSpec(Box::new((**v).clone())),
-            Object::CryptoManagerKmipGenerateKeySpec(v) => Object::CryptoManagerKmipGenerateKeySpec(Box::new((**v).clone())),
-            Object::CryptoManagerKmipServerCertInfo(v) => Object::CryptoManagerKmipServerCertInfo(Box::new((**v).clone())),
-            Object::CryptoManagerKmipServerStatus(v) => Object::CryptoManagerKmipServerStatus(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::ComplianceLocator(_) => "ComplianceLocator",
-            Object::ComplianceProfile(_) => "ComplianceProfile",
+            #[cfg(feature = "admin")] Object::ComplianceLocator(_) => "ComplianceLocator",
+            #[cfg(feature = "admin")] Object::ComplianceProfile(_) => "ComplianceProfile",
             Object::ComplianceResult(_) => "ComplianceResult",
             Object::ComplianceResultStatus(_) => "ComplianceResultStatus",
             Object::CompositePolicyOption(_) => "CompositePolicyOption",
@@ -811,20 +760,20 @@ impl x::DataObject for Object {
             Object::CreateTaskAction(_) => "CreateTaskAction",
             Object::CryptoKeyId(_) => "CryptoKeyId",
             Object::CryptoKeyPlain(_) => "CryptoKeyPlain",
-            Object::CryptoKeyResult(_) => "CryptoKeyResult",
+            #[cfg(feature = "admin")] Object::CryptoKeyResult(_) => "CryptoKeyResult",
             Object::CryptoManagerHostKeyManagementType(_) => "CryptoManagerHostKeyManagementType",
-            Object::CryptoManagerHostKeyStatus(_) => "CryptoManagerHostKeyStatus",
-            Object::CryptoManagerKmipCertSignRequest(_) => "CryptoManagerKmipCertSignRequest",
+            #[cfg(feature = "admin")] Object::CryptoManagerHostKeyStatus(_) => "CryptoManagerHostKeyStatus",
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipCertSignRequest(_) => "CryptoManagerKmipCertSignRequest",
             Object::CryptoManagerKmipCertificateInfo(_) => "CryptoManagerKmipCertificateInfo",
             Object::CryptoManagerKmipClusterStatus(_) => "CryptoManagerKmipClusterStatus",
-            Object::CryptoManagerKmipCryptoKeyStatus(_) => "CryptoManagerKmipCryptoKeyStatus",
-            Object::CryptoManagerKmipCryptoKeyStatusKeyInfo(_) => "CryptoManagerKmipCryptoKeyStatusKeyInfo",
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipCryptoKeyStatus(_) => "CryptoManagerKmipCryptoKeyStatus",
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipCryptoKeyStatusKeyInfo(_) => "CryptoManagerKmipCryptoKeyStatusKeyInfo",
             Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(_) => "CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason",
-            Object::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(_) => "CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo",
-            Object::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(_) => "CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo",
-            Object::CryptoManagerKmipCustomAttributeSpec(_) => "CryptoManagerKmipCustomAttributeSpec",
-            Object::CryptoManagerKmipGenerateKeySpec(_) => "CryptoManagerKmipGenerateKeySpec",
-            Object::CryptoManagerKmipServerCertInfo(_) => "CryptoManagerKmipServerCertInfo",
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(_) => "CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo",
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(_) => "CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo",
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipCustomAttributeSpec(_) => "CryptoManagerKmipCustomAttributeSpec",
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipGenerateKeySpec(_) => "CryptoManagerKmipGenerateKeySpec",
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipServerCertInfo(_) => "CryptoManagerKmipServerCertInfo",
             Object::CryptoManagerKmipServerStatus(_) => "CryptoManagerKmipServerStatus",
         }
     }
@@ -836,7 +785,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -845,8 +794,8 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::ComplianceLocator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ComplianceProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ComplianceLocator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ComplianceProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ComplianceResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ComplianceResultStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CompositePolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -874,27 +823,27 @@ impl x::DataObject for Object {
             Object::CreateTaskAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CryptoKeyId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CryptoKeyPlain(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CryptoKeyResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::CryptoKeyResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CryptoManagerHostKeyManagementType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CryptoManagerHostKeyStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CryptoManagerKmipCertSignRequest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::CryptoManagerHostKeyStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipCertSignRequest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CryptoManagerKmipCertificateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CryptoManagerKmipClusterStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CryptoManagerKmipCryptoKeyStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CryptoManagerKmipCryptoKeyStatusKeyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipCryptoKeyStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipCryptoKeyStatusKeyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CryptoManagerKmipCustomAttributeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CryptoManagerKmipGenerateKeySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CryptoManagerKmipServerCertInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipCustomAttributeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipGenerateKeySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::CryptoManagerKmipServerCertInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CryptoManagerKmipServerStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-impl x::ObjectType for ComplianceLocator {
+#[cfg(feature = "admin")] impl x::ObjectType for ComplianceLocator {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -910,7 +859,7 @@ impl x::ObjectType for ComplianceLocator {
     }
 }
 
-impl x::ObjectType for ComplianceProfile {
+#[cfg(feature = "admin")] impl x::ObjectType for ComplianceProfile {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1358,7 +1307,7 @@ impl x::ObjectType for CryptoKeyPlain {
     }
 }
 
-impl x::ObjectType for CryptoKeyResult {
+#[cfg(feature = "admin")] impl x::ObjectType for CryptoKeyResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1390,7 +1339,7 @@ impl x::ObjectType for CryptoManagerHostKeyManagementType {
     }
 }
 
-impl x::ObjectType for CryptoManagerHostKeyStatus {
+#[cfg(feature = "admin")] impl x::ObjectType for CryptoManagerHostKeyStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1406,7 +1355,7 @@ impl x::ObjectType for CryptoManagerHostKeyStatus {
     }
 }
 
-impl x::ObjectType for CryptoManagerKmipCertSignRequest {
+#[cfg(feature = "admin")] impl x::ObjectType for CryptoManagerKmipCertSignRequest {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1454,7 +1403,7 @@ impl x::ObjectType for CryptoManagerKmipClusterStatus {
     }
 }
 
-impl x::ObjectType for CryptoManagerKmipCryptoKeyStatus {
+#[cfg(feature = "admin")] impl x::ObjectType for CryptoManagerKmipCryptoKeyStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1470,7 +1419,7 @@ impl x::ObjectType for CryptoManagerKmipCryptoKeyStatus {
     }
 }
 
-impl x::ObjectType for CryptoManagerKmipCryptoKeyStatusKeyInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for CryptoManagerKmipCryptoKeyStatusKeyInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1502,7 +1451,7 @@ impl x::ObjectType for CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason {
     }
 }
 
-impl x::ObjectType for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1518,7 +1467,7 @@ impl x::ObjectType for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
     }
 }
 
-impl x::ObjectType for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1534,7 +1483,7 @@ impl x::ObjectType for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalK
     }
 }
 
-impl x::ObjectType for CryptoManagerKmipCustomAttributeSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for CryptoManagerKmipCustomAttributeSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1550,7 +1499,7 @@ impl x::ObjectType for CryptoManagerKmipCustomAttributeSpec {
     }
 }
 
-impl x::ObjectType for CryptoManagerKmipGenerateKeySpec {
+#[cfg(feature = "admin")] impl x::ObjectType for CryptoManagerKmipGenerateKeySpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1566,7 +1515,7 @@ impl x::ObjectType for CryptoManagerKmipGenerateKeySpec {
     }
 }
 
-impl x::ObjectType for CryptoManagerKmipServerCertInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for CryptoManagerKmipServerCertInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

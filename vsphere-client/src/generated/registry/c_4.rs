@@ -466,85 +466,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::CryptoSpec(v) => Object::CryptoSpec(Box::new((**v).clone())),
-            Object::CryptoSpecDecrypt(v) => Object::CryptoSpecDecrypt(Box::new((**v).clone())),
-            Object::CryptoSpecDeepRecrypt(v) => Object::CryptoSpecDeepRecrypt(Box::new((**v).clone())),
-            Object::CryptoSpecEncrypt(v) => Object::CryptoSpecEncrypt(Box::new((**v).clone())),
-            Object::CryptoSpecNoOp(v) => Object::CryptoSpecNoOp(Box::new((**v).clone())),
-            Object::CryptoSpecRegister(v) => Object::CryptoSpecRegister(Box::new((**v).clone())),
-            Object::CryptoSpecShallowRecrypt(v) => Object::CryptoSpecShallowRecrypt(Box::new((**v).clone())),
-            Object::CustomFieldDef(v) => Object::CustomFieldDef(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::CustomFieldDefAddedEvent(v) => Object::CustomFieldDefAddedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::CustomFieldDefEvent(v) => Object::CustomFieldDefEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::CustomFieldDefRemovedEvent(v) => Object::CustomFieldDefRemovedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::CustomFieldDefRenamedEvent(v) => Object::CustomFieldDefRenamedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::CustomFieldEvent(v) => Object::CustomFieldEvent(Box::new((**v).clone())),
-            Object::CustomFieldStringValue(v) => Object::CustomFieldStringValue(Box::new((**v).clone())),
-            Object::CustomFieldValue(v) => Object::CustomFieldValue(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::CustomFieldValueChangedEvent(v) => Object::CustomFieldValueChangedEvent(Box::new((**v).clone())),
-            Object::CustomizationAdapterMapping(v) => Object::CustomizationAdapterMapping(Box::new((**v).clone())),
-            Object::CustomizationAutoIpV6Generator(v) => Object::CustomizationAutoIpV6Generator(Box::new((**v).clone())),
-            Object::CustomizationCloudinitPrep(v) => Object::CustomizationCloudinitPrep(Box::new((**v).clone())),
-            Object::CustomizationCustomIpGenerator(v) => Object::CustomizationCustomIpGenerator(Box::new((**v).clone())),
-            Object::CustomizationCustomIpV6Generator(v) => Object::CustomizationCustomIpV6Generator(Box::new((**v).clone())),
-            Object::CustomizationCustomName(v) => Object::CustomizationCustomName(Box::new((**v).clone())),
-            Object::CustomizationDhcpIpGenerator(v) => Object::CustomizationDhcpIpGenerator(Box::new((**v).clone())),
-            Object::CustomizationDhcpIpV6Generator(v) => Object::CustomizationDhcpIpV6Generator(Box::new((**v).clone())),
-            Object::CustomizationDisableIpV4(v) => Object::CustomizationDisableIpV4(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::CustomizationEvent(v) => Object::CustomizationEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::CustomizationFailed(v) => Object::CustomizationFailed(Box::new((**v).clone())),
-            Object::CustomizationFailedReasonCode(v) => Object::CustomizationFailedReasonCode(Box::new((**v).clone())),
-            Object::CustomizationFault(v) => Object::CustomizationFault(Box::new((**v).clone())),
-            Object::CustomizationFixedIp(v) => Object::CustomizationFixedIp(Box::new((**v).clone())),
-            Object::CustomizationFixedIpV6(v) => Object::CustomizationFixedIpV6(Box::new((**v).clone())),
-            Object::CustomizationFixedName(v) => Object::CustomizationFixedName(Box::new((**v).clone())),
-            Object::CustomizationGlobalIPSettings(v) => Object::CustomizationGlobalIPSettings(Box::new((**v).clone())),
-            Object::CustomizationGuiRunOnce(v) => Object::CustomizationGuiRunOnce(Box::new((**v).clone())),
-            Object::CustomizationGuiUnattended(v) => Object::CustomizationGuiUnattended(Box::new((**v).clone())),
-            Object::CustomizationIPSettings(v) => Object::CustomizationIPSettings(Box::new((**v).clone())),
-            Object::CustomizationIPSettingsIpV6AddressSpec(v) => Object::CustomizationIPSettingsIpV6AddressSpec(Box::new((**v).clone())),
-            Object::CustomizationIdentification(v) => Object::CustomizationIdentification(Box::new((**v).clone())),
-            Object::CustomizationIdentitySettings(v) => Object::CustomizationIdentitySettings(Box::new((**v).clone())),
-            Object::CustomizationIpGenerator(v) => Object::CustomizationIpGenerator(Box::new((**v).clone())),
-            Object::CustomizationIpV6Generator(v) => Object::CustomizationIpV6Generator(Box::new((**v).clone())),
-            Object::CustomizationLicenseDataMode(v) => Object::CustomizationLicenseDataMode(Box::new((**v).clone())),
-            Object::CustomizationLicenseFilePrintData(v) => Object::CustomizationLicenseFilePrintData(Box::new((**v).clone())),
-            Object::CustomizationLinuxFlexPrep(v) => Object::CustomizationLinuxFlexPrep(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::CustomizationLinuxIdentityFailed(v) => Object::CustomizationLinuxIdentityFailed(Box::new((**v).clone())),
-            Object::CustomizationLinuxOptions(v) => Object::CustomizationLinuxOptions(Box::new((**v).clone())),
-            Object::CustomizationLinuxPrep(v) => Object::CustomizationLinuxPrep(Box::new((**v).clone())),
-            Object::CustomizationName(v) => Object::CustomizationName(Box::new((**v).clone())),
-            Object::CustomizationNetBIOSMode(v) => Object::CustomizationNetBIOSMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::CustomizationNetworkSetupFailed(v) => Object::CustomizationNetworkSetupFailed(Box::new((**v).clone())),
-            Object::CustomizationOptions(v) => Object::CustomizationOptions(Box::new((**v).clone())),
-            Object::CustomizationPassword(v) => Object::CustomizationPassword(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CustomizationPending(v) => Object::CustomizationPending(Box::new((**v).clone())),
-            Object::CustomizationPrefixName(v) => Object::CustomizationPrefixName(Box::new((**v).clone())),
-            Object::CustomizationSpec(v) => Object::CustomizationSpec(Box::new((**v).clone())),
-            Object::CustomizationSpecInfo(v) => Object::CustomizationSpecInfo(Box::new((**v).clone())),
-            Object::CustomizationSpecItem(v) => Object::CustomizationSpecItem(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::CustomizationStartedEvent(v) => Object::CustomizationStartedEvent(Box::new((**v).clone())),
-            Object::CustomizationStatelessIpV6Generator(v) => Object::CustomizationStatelessIpV6Generator(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::CustomizationSucceeded(v) => Object::CustomizationSucceeded(Box::new((**v).clone())),
-            Object::CustomizationSysprep(v) => Object::CustomizationSysprep(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::CustomizationSysprepFailed(v) => Object::CustomizationSysprepFailed(Box::new((**v).clone())),
-            Object::CustomizationSysprepRebootOption(v) => Object::CustomizationSysprepRebootOption(Box::new((**v).clone())),
-            Object::CustomizationSysprepText(v) => Object::CustomizationSysprepText(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::CustomizationUnknownFailure(v) => Object::CustomizationUnknownFailure(Box::new((**v).clone())),
-            Object::CustomizationUnknownIpGenerator(v) => Object::CustomizationUnknownIpGenerator(Box::new((**v).clone())),
-            Object::CustomizationUnknownIpV6Generator(v) => Object::CustomizationUnknownIpV6Generator(Box::new((**v).clone())),
-            Object::CustomizationUnknownName(v) => Object::CustomizationUnknownName(Box::new((**v).clone())),
-            Object::CustomizationUserData(v) => Object::CustomizationUserData(Box::new((**v).clone())),
-            Object::CustomizationVirtualMachineName(v) => Object::CustomizationVirtualMachineName(Box::new((**v).clone())),
-            Object::CustomizationWinOptions(v) => Object::CustomizationWinOptions(Box::new((**v).clone())),
-            Object::CustomizationWindowsFlexPrep(v) => Object::CustomizationWindowsFlexPrep(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -630,7 +551,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -414,7 +414,7 @@ pub enum Object {
     DVSUplinkPortPolicy(Box<DVSUplinkPortPolicy>),
     DVSVendorSpecificConfig(Box<DVSVendorSpecificConfig>),
     DVSVmVnicNetworkResourcePool(Box<DVSVmVnicNetworkResourcePool>),
-    DailyTaskScheduler(Box<DailyTaskScheduler>),
+    #[cfg(feature = "admin")] DailyTaskScheduler(Box<DailyTaskScheduler>),
     #[cfg(feature = "all-events")] DasAdmissionControlDisabledEvent(Box<DasAdmissionControlDisabledEvent>),
     #[cfg(feature = "all-events")] DasAdmissionControlEnabledEvent(Box<DasAdmissionControlEnabledEvent>),
     #[cfg(feature = "all-events")] DasAgentFoundEvent(Box<DasAgentFoundEvent>),
@@ -494,7 +494,7 @@ fn decode(
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSUplinkPortPolicy(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSVendorSpecificConfig(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSVmVnicNetworkResourcePool(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DailyTaskScheduler(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DailyTaskScheduler(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAdmissionControlDisabledEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAdmissionControlEnabledEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAgentFoundEvent(v), Err(e) => return Some(Err(e)) },
@@ -568,7 +568,7 @@ impl std::fmt::Debug for Object {
             Object::DVSUplinkPortPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSVendorSpecificConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSVmVnicNetworkResourcePool(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DailyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DailyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::DasAdmissionControlDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::DasAdmissionControlEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::DasAgentFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -581,79 +581,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::DVPortConfigInfo(v) => Object::DVPortConfigInfo(Box::new((**v).clone())),
-            Object::DVPortConfigSpec(v) => Object::DVPortConfigSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DVPortNotSupported(v) => Object::DVPortNotSupported(Box::new((**v).clone())),
-            Object::DVPortSetting(v) => Object::DVPortSetting(Box::new((**v).clone())),
-            Object::DVPortState(v) => Object::DVPortState(Box::new((**v).clone())),
-            Object::DVPortStatus(v) => Object::DVPortStatus(Box::new((**v).clone())),
-            Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(v) => Object::DVPortStatusVmDirectPathGen2InactiveReasonNetwork(Box::new((**v).clone())),
-            Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(v) => Object::DVPortStatusVmDirectPathGen2InactiveReasonOther(Box::new((**v).clone())),
-            Object::DVPortgroupConfigInfo(v) => Object::DVPortgroupConfigInfo(Box::new((**v).clone())),
-            Object::DVPortgroupConfigSpec(v) => Object::DVPortgroupConfigSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DVPortgroupCreatedEvent(v) => Object::DVPortgroupCreatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DVPortgroupDestroyedEvent(v) => Object::DVPortgroupDestroyedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DVPortgroupEvent(v) => Object::DVPortgroupEvent(Box::new((**v).clone())),
-            Object::DVPortgroupNsxConfig(v) => Object::DVPortgroupNsxConfig(Box::new((**v).clone())),
-            Object::DVPortgroupNsxSubnetAddressInfo(v) => Object::DVPortgroupNsxSubnetAddressInfo(Box::new((**v).clone())),
-            Object::DVPortgroupPolicy(v) => Object::DVPortgroupPolicy(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DVPortgroupReconfiguredEvent(v) => Object::DVPortgroupReconfiguredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DVPortgroupRenamedEvent(v) => Object::DVPortgroupRenamedEvent(Box::new((**v).clone())),
-            Object::DVPortgroupSelection(v) => Object::DVPortgroupSelection(Box::new((**v).clone())),
-            Object::DVSBackupRestoreCapability(v) => Object::DVSBackupRestoreCapability(Box::new((**v).clone())),
-            Object::DVSCapability(v) => Object::DVSCapability(Box::new((**v).clone())),
-            Object::DVSConfigInfo(v) => Object::DVSConfigInfo(Box::new((**v).clone())),
-            Object::DVSConfigSpec(v) => Object::DVSConfigSpec(Box::new((**v).clone())),
-            Object::DVSContactInfo(v) => Object::DVSContactInfo(Box::new((**v).clone())),
-            Object::DVSCreateSpec(v) => Object::DVSCreateSpec(Box::new((**v).clone())),
-            Object::DVSFailureCriteria(v) => Object::DVSFailureCriteria(Box::new((**v).clone())),
-            Object::DVSFeatureCapability(v) => Object::DVSFeatureCapability(Box::new((**v).clone())),
-            Object::DVSFilterSpecConnecteeSpec(v) => Object::DVSFilterSpecConnecteeSpec(Box::new((**v).clone())),
-            Object::DVSFilterSpecLinkConfig(v) => Object::DVSFilterSpecLinkConfig(Box::new((**v).clone())),
-            Object::DVSFilterSpecLinkState(v) => Object::DVSFilterSpecLinkState(Box::new((**v).clone())),
-            Object::DVSFilterSpecPnicConnecteeSpec(v) => Object::DVSFilterSpecPnicConnecteeSpec(Box::new((**v).clone())),
-            Object::DVSFilterSpecPvlanSpec(v) => Object::DVSFilterSpecPvlanSpec(Box::new((**v).clone())),
-            Object::DVSFilterSpecTrunkVlanSpec(v) => Object::DVSFilterSpecTrunkVlanSpec(Box::new((**v).clone())),
-            Object::DVSFilterSpecVlanIdSpec(v) => Object::DVSFilterSpecVlanIdSpec(Box::new((**v).clone())),
-            Object::DVSFilterSpecVlanSpec(v) => Object::DVSFilterSpecVlanSpec(Box::new((**v).clone())),
-            Object::DVSFilterSpecVmConnecteeSpec(v) => Object::DVSFilterSpecVmConnecteeSpec(Box::new((**v).clone())),
-            Object::DVSFilterSpecVmknicConnecteeSpec(v) => Object::DVSFilterSpecVmknicConnecteeSpec(Box::new((**v).clone())),
-            Object::DVSHealthCheckCapability(v) => Object::DVSHealthCheckCapability(Box::new((**v).clone())),
-            Object::DVSHealthCheckConfig(v) => Object::DVSHealthCheckConfig(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DVSHostLocalPortInfo(v) => Object::DVSHostLocalPortInfo(Box::new((**v).clone())),
-            Object::DVSMacLearningPolicy(v) => Object::DVSMacLearningPolicy(Box::new((**v).clone())),
-            Object::DVSMacLimitPolicyType(v) => Object::DVSMacLimitPolicyType(Box::new((**v).clone())),
-            Object::DVSMacManagementPolicy(v) => Object::DVSMacManagementPolicy(Box::new((**v).clone())),
-            Object::DVSManagerDvsConfigTarget(v) => Object::DVSManagerDvsConfigTarget(Box::new((**v).clone())),
-            Object::DVSManagerPhysicalNicsList(v) => Object::DVSManagerPhysicalNicsList(Box::new((**v).clone())),
-            Object::DVSNameArrayUplinkPortPolicy(v) => Object::DVSNameArrayUplinkPortPolicy(Box::new((**v).clone())),
-            Object::DVSNetworkResourceManagementCapability(v) => Object::DVSNetworkResourceManagementCapability(Box::new((**v).clone())),
-            Object::DVSNetworkResourcePool(v) => Object::DVSNetworkResourcePool(Box::new((**v).clone())),
-            Object::DVSNetworkResourcePoolAllocationInfo(v) => Object::DVSNetworkResourcePoolAllocationInfo(Box::new((**v).clone())),
-            Object::DVSNetworkResourcePoolConfigSpec(v) => Object::DVSNetworkResourcePoolConfigSpec(Box::new((**v).clone())),
-            Object::DVSPolicy(v) => Object::DVSPolicy(Box::new((**v).clone())),
-            Object::DVSRollbackCapability(v) => Object::DVSRollbackCapability(Box::new((**v).clone())),
-            Object::DVSRuntimeInfo(v) => Object::DVSRuntimeInfo(Box::new((**v).clone())),
-            Object::DVSSecurityPolicy(v) => Object::DVSSecurityPolicy(Box::new((**v).clone())),
-            Object::DVSSelection(v) => Object::DVSSelection(Box::new((**v).clone())),
-            Object::DVSSummary(v) => Object::DVSSummary(Box::new((**v).clone())),
-            Object::DVSTrafficShapingPolicy(v) => Object::DVSTrafficShapingPolicy(Box::new((**v).clone())),
-            Object::DVSUplinkPortPolicy(v) => Object::DVSUplinkPortPolicy(Box::new((**v).clone())),
-            Object::DVSVendorSpecificConfig(v) => Object::DVSVendorSpecificConfig(Box::new((**v).clone())),
-            Object::DVSVmVnicNetworkResourcePool(v) => Object::DVSVmVnicNetworkResourcePool(Box::new((**v).clone())),
-            Object::DailyTaskScheduler(v) => Object::DailyTaskScheduler(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DasAdmissionControlDisabledEvent(v) => Object::DasAdmissionControlDisabledEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DasAdmissionControlEnabledEvent(v) => Object::DasAdmissionControlEnabledEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DasAgentFoundEvent(v) => Object::DasAgentFoundEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DasAgentUnavailableEvent(v) => Object::DasAgentUnavailableEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DasClusterIsolatedEvent(v) => Object::DasClusterIsolatedEvent(Box::new((**v).clone())),
-        }
     }
 }
 
@@ -720,7 +647,7 @@ impl x::DataObject for Object {
             Object::DVSUplinkPortPolicy(_) => "DVSUplinkPortPolicy",
             Object::DVSVendorSpecificConfig(_) => "DVSVendorSpecificConfig",
             Object::DVSVmVnicNetworkResourcePool(_) => "DVSVmVnicNetworkResourcePool",
-            Object::DailyTaskScheduler(_) => "DailyTaskScheduler",
+            #[cfg(feature = "admin")] Object::DailyTaskScheduler(_) => "DailyTaskScheduler",
             #[cfg(feature = "all-events")] Object::DasAdmissionControlDisabledEvent(_) => "DasAdmissionControlDisabledEvent",
             #[cfg(feature = "all-events")] Object::DasAdmissionControlEnabledEvent(_) => "DasAdmissionControlEnabledEvent",
             #[cfg(feature = "all-events")] Object::DasAgentFoundEvent(_) => "DasAgentFoundEvent",
@@ -736,7 +663,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -805,7 +732,7 @@ impl x::DataObject for Object {
             Object::DVSUplinkPortPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSVendorSpecificConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSVmVnicNetworkResourcePool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DailyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DailyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::DasAdmissionControlDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::DasAdmissionControlEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::DasAgentFoundEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1776,7 +1703,7 @@ impl x::ObjectType for DVSVmVnicNetworkResourcePool {
     }
 }
 
-impl x::ObjectType for DailyTaskScheduler {
+#[cfg(feature = "admin")] impl x::ObjectType for DailyTaskScheduler {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -371,8 +371,8 @@ pub enum Object {
     #[cfg(feature = "all-events")] DasHostIsolatedEvent(Box<DasHostIsolatedEvent>),
     DasVmPriority(Box<DasVmPriority>),
     #[cfg(feature = "all-faults")] DatabaseError(Box<DatabaseError>),
-    DatabaseSizeEstimate(Box<DatabaseSizeEstimate>),
-    DatabaseSizeParam(Box<DatabaseSizeParam>),
+    #[cfg(feature = "admin")] DatabaseSizeEstimate(Box<DatabaseSizeEstimate>),
+    #[cfg(feature = "admin")] DatabaseSizeParam(Box<DatabaseSizeParam>),
     DatacenterBasicConnectInfo(Box<DatacenterBasicConnectInfo>),
     DatacenterConfigInfo(Box<DatacenterConfigInfo>),
     DatacenterConfigSpec(Box<DatacenterConfigSpec>),
@@ -410,7 +410,7 @@ pub enum Object {
     DatastoreSummaryMaintenanceModeState(Box<DatastoreSummaryMaintenanceModeState>),
     DatastoreVVolContainerFailoverPair(Box<DatastoreVVolContainerFailoverPair>),
     DateTimeProfile(Box<DateTimeProfile>),
-    DayOfWeek(Box<DayOfWeek>),
+    #[cfg(feature = "admin")] DayOfWeek(Box<DayOfWeek>),
     #[cfg(feature = "all-faults")] DeltaDiskFormatNotSupported(Box<DeltaDiskFormatNotSupported>),
     Description(Box<Description>),
     DesiredSoftwareSpec(Box<DesiredSoftwareSpec>),
@@ -449,8 +449,8 @@ fn decode(
         #[cfg(feature = "all-events")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasHostIsolatedEvent(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasVmPriority(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseError(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseSizeEstimate(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseSizeParam(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseSizeEstimate(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseSizeParam(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterBasicConnectInfo(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterConfigInfo(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterConfigSpec(v), Err(e) => return Some(Err(e)) },
@@ -488,7 +488,7 @@ fn decode(
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreSummaryMaintenanceModeState(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreVVolContainerFailoverPair(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DateTimeProfile(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DayOfWeek(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DayOfWeek(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeltaDiskFormatNotSupported(v), Err(e) => return Some(Err(e)) },
         75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Description(v), Err(e) => return Some(Err(e)) },
         78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DesiredSoftwareSpec(v), Err(e) => return Some(Err(e)) },
@@ -521,8 +521,8 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::DasHostIsolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DasVmPriority(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::DatabaseError(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatabaseSizeEstimate(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatabaseSizeParam(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DatabaseSizeEstimate(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DatabaseSizeParam(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatacenterBasicConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatacenterConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatacenterConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -560,7 +560,7 @@ impl std::fmt::Debug for Object {
             Object::DatastoreSummaryMaintenanceModeState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatastoreVVolContainerFailoverPair(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DateTimeProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DayOfWeek(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DayOfWeek(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::DeltaDiskFormatNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::Description(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DesiredSoftwareSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -586,77 +586,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-faults")] Object::DasConfigFault(v) => Object::DasConfigFault(Box::new((**v).clone())),
-            Object::DasConfigFaultDasConfigFaultReason(v) => Object::DasConfigFaultDasConfigFaultReason(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DasDisabledEvent(v) => Object::DasDisabledEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DasEnabledEvent(v) => Object::DasEnabledEvent(Box::new((**v).clone())),
-            Object::DasHeartbeatDatastoreInfo(v) => Object::DasHeartbeatDatastoreInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DasHostFailedEvent(v) => Object::DasHostFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DasHostIsolatedEvent(v) => Object::DasHostIsolatedEvent(Box::new((**v).clone())),
-            Object::DasVmPriority(v) => Object::DasVmPriority(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DatabaseError(v) => Object::DatabaseError(Box::new((**v).clone())),
-            Object::DatabaseSizeEstimate(v) => Object::DatabaseSizeEstimate(Box::new((**v).clone())),
-            Object::DatabaseSizeParam(v) => Object::DatabaseSizeParam(Box::new((**v).clone())),
-            Object::DatacenterBasicConnectInfo(v) => Object::DatacenterBasicConnectInfo(Box::new((**v).clone())),
-            Object::DatacenterConfigInfo(v) => Object::DatacenterConfigInfo(Box::new((**v).clone())),
-            Object::DatacenterConfigSpec(v) => Object::DatacenterConfigSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatacenterCreatedEvent(v) => Object::DatacenterCreatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatacenterEvent(v) => Object::DatacenterEvent(Box::new((**v).clone())),
-            Object::DatacenterEventArgument(v) => Object::DatacenterEventArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DatacenterMismatch(v) => Object::DatacenterMismatch(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DatacenterMismatchArgument(v) => Object::DatacenterMismatchArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatacenterRenamedEvent(v) => Object::DatacenterRenamedEvent(Box::new((**v).clone())),
-            Object::DatastoreAccessible(v) => Object::DatastoreAccessible(Box::new((**v).clone())),
-            Object::DatastoreCapability(v) => Object::DatastoreCapability(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreCapacityIncreasedEvent(v) => Object::DatastoreCapacityIncreasedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreDestroyedEvent(v) => Object::DatastoreDestroyedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreDiscoveredEvent(v) => Object::DatastoreDiscoveredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreDuplicatedEvent(v) => Object::DatastoreDuplicatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreEvent(v) => Object::DatastoreEvent(Box::new((**v).clone())),
-            Object::DatastoreEventArgument(v) => Object::DatastoreEventArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreFileCopiedEvent(v) => Object::DatastoreFileCopiedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreFileDeletedEvent(v) => Object::DatastoreFileDeletedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreFileEvent(v) => Object::DatastoreFileEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreFileMovedEvent(v) => Object::DatastoreFileMovedEvent(Box::new((**v).clone())),
-            Object::DatastoreHostMount(v) => Object::DatastoreHostMount(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreIORMReconfiguredEvent(v) => Object::DatastoreIORMReconfiguredEvent(Box::new((**v).clone())),
-            Object::DatastoreInfo(v) => Object::DatastoreInfo(Box::new((**v).clone())),
-            Object::DatastoreMountPathDatastorePair(v) => Object::DatastoreMountPathDatastorePair(Box::new((**v).clone())),
-            Object::DatastoreNamespaceManagerDirectoryInfo(v) => Object::DatastoreNamespaceManagerDirectoryInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DatastoreNotWritableOnHost(v) => Object::DatastoreNotWritableOnHost(Box::new((**v).clone())),
-            Object::DatastoreOption(v) => Object::DatastoreOption(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastorePrincipalConfigured(v) => Object::DatastorePrincipalConfigured(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreRemovedOnHostEvent(v) => Object::DatastoreRemovedOnHostEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreRenamedEvent(v) => Object::DatastoreRenamedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreRenamedOnHostEvent(v) => Object::DatastoreRenamedOnHostEvent(Box::new((**v).clone())),
-            Object::DatastoreSectorFormat(v) => Object::DatastoreSectorFormat(Box::new((**v).clone())),
-            Object::DatastoreSummary(v) => Object::DatastoreSummary(Box::new((**v).clone())),
-            Object::DatastoreSummaryMaintenanceModeState(v) => Object::DatastoreSummaryMaintenanceModeState(Box::new((**v).clone())),
-            Object::DatastoreVVolContainerFailoverPair(v) => Object::DatastoreVVolContainerFailoverPair(Box::new((**v).clone())),
-            Object::DateTimeProfile(v) => Object::DateTimeProfile(Box::new((**v).clone())),
-            Object::DayOfWeek(v) => Object::DayOfWeek(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DeltaDiskFormatNotSupported(v) => Object::DeltaDiskFormatNotSupported(Box::new((**v).clone())),
-            Object::Description(v) => Object::Description(Box::new((**v).clone())),
-            Object::DesiredSoftwareSpec(v) => Object::DesiredSoftwareSpec(Box::new((**v).clone())),
-            Object::DesiredSoftwareSpecBaseImageSpec(v) => Object::DesiredSoftwareSpecBaseImageSpec(Box::new((**v).clone())),
-            Object::DesiredSoftwareSpecComponentSpec(v) => Object::DesiredSoftwareSpecComponentSpec(Box::new((**v).clone())),
-            Object::DesiredSoftwareSpecVendorAddOnSpec(v) => Object::DesiredSoftwareSpecVendorAddOnSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DestinationSwitchFull(v) => Object::DestinationSwitchFull(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DestinationVsanDisabled(v) => Object::DestinationVsanDisabled(Box::new((**v).clone())),
-            Object::DeviceBackedVirtualDiskSpec(v) => Object::DeviceBackedVirtualDiskSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DeviceBackingNotSupported(v) => Object::DeviceBackingNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DeviceControllerNotSupported(v) => Object::DeviceControllerNotSupported(Box::new((**v).clone())),
-            Object::DeviceGroupId(v) => Object::DeviceGroupId(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DeviceHotPlugNotSupported(v) => Object::DeviceHotPlugNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DeviceNotFound(v) => Object::DeviceNotFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DeviceNotSupported(v) => Object::DeviceNotSupported(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -669,8 +598,8 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::DasHostIsolatedEvent(_) => "DasHostIsolatedEvent",
             Object::DasVmPriority(_) => "DasVmPriority",
             #[cfg(feature = "all-faults")] Object::DatabaseError(_) => "DatabaseError",
-            Object::DatabaseSizeEstimate(_) => "DatabaseSizeEstimate",
-            Object::DatabaseSizeParam(_) => "DatabaseSizeParam",
+            #[cfg(feature = "admin")] Object::DatabaseSizeEstimate(_) => "DatabaseSizeEstimate",
+            #[cfg(feature = "admin")] Object::DatabaseSizeParam(_) => "DatabaseSizeParam",
             Object::DatacenterBasicConnectInfo(_) => "DatacenterBasicConnectInfo",
             Object::DatacenterConfigInfo(_) => "DatacenterConfigInfo",
             Object::DatacenterConfigSpec(_) => "DatacenterConfigSpec",
@@ -708,7 +637,7 @@ impl x::DataObject for Object {
             Object::DatastoreSummaryMaintenanceModeState(_) => "DatastoreSummaryMaintenanceModeState",
             Object::DatastoreVVolContainerFailoverPair(_) => "DatastoreVVolContainerFailoverPair",
             Object::DateTimeProfile(_) => "DateTimeProfile",
-            Object::DayOfWeek(_) => "DayOfWeek",
+            #[cfg(feature = "admin")] Object::DayOfWeek(_) => "DayOfWeek",
             #[cfg(feature = "all-faults")] Object::DeltaDiskFormatNotSupported(_) => "DeltaDiskFormatNotSupported",
             Object::Description(_) => "Description",
             Object::DesiredSoftwareSpec(_) => "DesiredSoftwareSpec",
@@ -734,7 +663,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -752,8 +681,8 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::DasHostIsolatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DasVmPriority(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::DatabaseError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatabaseSizeEstimate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatabaseSizeParam(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DatabaseSizeEstimate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DatabaseSizeParam(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatacenterBasicConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatacenterConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatacenterConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -791,7 +720,7 @@ impl x::DataObject for Object {
             Object::DatastoreSummaryMaintenanceModeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatastoreVVolContainerFailoverPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DateTimeProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DayOfWeek(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DayOfWeek(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::DeltaDiskFormatNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::Description(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DesiredSoftwareSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -956,7 +885,7 @@ impl x::ObjectType for DasVmPriority {
     }
 }
 
-impl x::ObjectType for DatabaseSizeEstimate {
+#[cfg(feature = "admin")] impl x::ObjectType for DatabaseSizeEstimate {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -972,7 +901,7 @@ impl x::ObjectType for DatabaseSizeEstimate {
     }
 }
 
-impl x::ObjectType for DatabaseSizeParam {
+#[cfg(feature = "admin")] impl x::ObjectType for DatabaseSizeParam {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1580,7 +1509,7 @@ impl x::ObjectType for DateTimeProfile {
     }
 }
 
-impl x::ObjectType for DayOfWeek {
+#[cfg(feature = "admin")] impl x::ObjectType for DayOfWeek {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -317,12 +317,12 @@ pub enum Object {
     DeviceProtocol(Box<DeviceProtocol>),
     #[cfg(feature = "all-faults")] DeviceUnsupportedForVmPlatform(Box<DeviceUnsupportedForVmPlatform>),
     #[cfg(feature = "all-faults")] DeviceUnsupportedForVmVersion(Box<DeviceUnsupportedForVmVersion>),
-    DiagnosticManagerAuditRecordResult(Box<DiagnosticManagerAuditRecordResult>),
+    #[cfg(feature = "admin")] DiagnosticManagerAuditRecordResult(Box<DiagnosticManagerAuditRecordResult>),
     DiagnosticManagerBundleInfo(Box<DiagnosticManagerBundleInfo>),
     DiagnosticManagerLogCreator(Box<DiagnosticManagerLogCreator>),
-    DiagnosticManagerLogDescriptor(Box<DiagnosticManagerLogDescriptor>),
+    #[cfg(feature = "admin")] DiagnosticManagerLogDescriptor(Box<DiagnosticManagerLogDescriptor>),
     DiagnosticManagerLogFormat(Box<DiagnosticManagerLogFormat>),
-    DiagnosticManagerLogHeader(Box<DiagnosticManagerLogHeader>),
+    #[cfg(feature = "admin")] DiagnosticManagerLogHeader(Box<DiagnosticManagerLogHeader>),
     DiagnosticPartitionStorageType(Box<DiagnosticPartitionStorageType>),
     DiagnosticPartitionType(Box<DiagnosticPartitionType>),
     #[cfg(feature = "all-faults")] DigestNotSupported(Box<DigestNotSupported>),
@@ -399,12 +399,12 @@ fn decode(
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceProtocol(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceUnsupportedForVmPlatform(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceUnsupportedForVmVersion(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerAuditRecordResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerAuditRecordResult(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerBundleInfo(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerLogCreator(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerLogDescriptor(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerLogDescriptor(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerLogFormat(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerLogHeader(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerLogHeader(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticPartitionStorageType(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticPartitionType(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DigestNotSupported(v), Err(e) => return Some(Err(e)) },
@@ -475,12 +475,12 @@ impl std::fmt::Debug for Object {
             Object::DeviceProtocol(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmPlatform(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmVersion(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DiagnosticManagerAuditRecordResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DiagnosticManagerAuditRecordResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DiagnosticManagerBundleInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DiagnosticManagerLogCreator(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DiagnosticManagerLogDescriptor(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DiagnosticManagerLogDescriptor(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DiagnosticManagerLogFormat(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DiagnosticManagerLogHeader(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DiagnosticManagerLogHeader(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DiagnosticPartitionStorageType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DiagnosticPartitionType(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::DigestNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
@@ -549,81 +549,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::DeviceNotSupportedReason(v) => Object::DeviceNotSupportedReason(Box::new((**v).clone())),
-            Object::DeviceProtocol(v) => Object::DeviceProtocol(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmPlatform(v) => Object::DeviceUnsupportedForVmPlatform(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmVersion(v) => Object::DeviceUnsupportedForVmVersion(Box::new((**v).clone())),
-            Object::DiagnosticManagerAuditRecordResult(v) => Object::DiagnosticManagerAuditRecordResult(Box::new((**v).clone())),
-            Object::DiagnosticManagerBundleInfo(v) => Object::DiagnosticManagerBundleInfo(Box::new((**v).clone())),
-            Object::DiagnosticManagerLogCreator(v) => Object::DiagnosticManagerLogCreator(Box::new((**v).clone())),
-            Object::DiagnosticManagerLogDescriptor(v) => Object::DiagnosticManagerLogDescriptor(Box::new((**v).clone())),
-            Object::DiagnosticManagerLogFormat(v) => Object::DiagnosticManagerLogFormat(Box::new((**v).clone())),
-            Object::DiagnosticManagerLogHeader(v) => Object::DiagnosticManagerLogHeader(Box::new((**v).clone())),
-            Object::DiagnosticPartitionStorageType(v) => Object::DiagnosticPartitionStorageType(Box::new((**v).clone())),
-            Object::DiagnosticPartitionType(v) => Object::DiagnosticPartitionType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DigestNotSupported(v) => Object::DigestNotSupported(Box::new((**v).clone())),
-            Object::DirectPathProfileInfo(v) => Object::DirectPathProfileInfo(Box::new((**v).clone())),
-            Object::DirectPathProfileManagerCapacityInfo(v) => Object::DirectPathProfileManagerCapacityInfo(Box::new((**v).clone())),
-            Object::DirectPathProfileManagerCapacityQueryByDeviceConfig(v) => Object::DirectPathProfileManagerCapacityQueryByDeviceConfig(Box::new((**v).clone())),
-            Object::DirectPathProfileManagerCapacityQueryById(v) => Object::DirectPathProfileManagerCapacityQueryById(Box::new((**v).clone())),
-            Object::DirectPathProfileManagerCapacityQueryByName(v) => Object::DirectPathProfileManagerCapacityQueryByName(Box::new((**v).clone())),
-            Object::DirectPathProfileManagerCapacityQuerySpec(v) => Object::DirectPathProfileManagerCapacityQuerySpec(Box::new((**v).clone())),
-            Object::DirectPathProfileManagerCapacityResult(v) => Object::DirectPathProfileManagerCapacityResult(Box::new((**v).clone())),
-            Object::DirectPathProfileManagerCapacityUnknown(v) => Object::DirectPathProfileManagerCapacityUnknown(Box::new((**v).clone())),
-            Object::DirectPathProfileManagerCreateSpec(v) => Object::DirectPathProfileManagerCreateSpec(Box::new((**v).clone())),
-            Object::DirectPathProfileManagerDirectPathConfig(v) => Object::DirectPathProfileManagerDirectPathConfig(Box::new((**v).clone())),
-            Object::DirectPathProfileManagerDvxDirectPathConfig(v) => Object::DirectPathProfileManagerDvxDirectPathConfig(Box::new((**v).clone())),
-            Object::DirectPathProfileManagerDynamicDirectPathConfig(v) => Object::DirectPathProfileManagerDynamicDirectPathConfig(Box::new((**v).clone())),
-            Object::DirectPathProfileManagerFilterSpec(v) => Object::DirectPathProfileManagerFilterSpec(Box::new((**v).clone())),
-            Object::DirectPathProfileManagerTargetCluster(v) => Object::DirectPathProfileManagerTargetCluster(Box::new((**v).clone())),
-            Object::DirectPathProfileManagerTargetEntity(v) => Object::DirectPathProfileManagerTargetEntity(Box::new((**v).clone())),
-            Object::DirectPathProfileManagerTargetHost(v) => Object::DirectPathProfileManagerTargetHost(Box::new((**v).clone())),
-            Object::DirectPathProfileManagerUpdateSpec(v) => Object::DirectPathProfileManagerUpdateSpec(Box::new((**v).clone())),
-            Object::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(v) => Object::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(Box::new((**v).clone())),
-            Object::DirectPathProfileManagerVmiopDirectPathConfig(v) => Object::DirectPathProfileManagerVmiopDirectPathConfig(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DirectoryNotEmpty(v) => Object::DirectoryNotEmpty(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DisableAdminNotSupported(v) => Object::DisableAdminNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DisallowedChangeByService(v) => Object::DisallowedChangeByService(Box::new((**v).clone())),
-            Object::DisallowedChangeByServiceDisallowedChange(v) => Object::DisallowedChangeByServiceDisallowedChange(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DisallowedDiskModeChange(v) => Object::DisallowedDiskModeChange(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DisallowedMigrationDeviceAttached(v) => Object::DisallowedMigrationDeviceAttached(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DisallowedOperationOnFailoverHost(v) => Object::DisallowedOperationOnFailoverHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DisconnectedHostsBlockingEVC(v) => Object::DisconnectedHostsBlockingEVC(Box::new((**v).clone())),
-            Object::DiskChangeExtent(v) => Object::DiskChangeExtent(Box::new((**v).clone())),
-            Object::DiskChangeInfo(v) => Object::DiskChangeInfo(Box::new((**v).clone())),
-            Object::DiskCryptoSpec(v) => Object::DiskCryptoSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DiskHasPartitions(v) => Object::DiskHasPartitions(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DiskIsLastRemainingNonSSD(v) => Object::DiskIsLastRemainingNonSSD(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DiskIsNonLocal(v) => Object::DiskIsNonLocal(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DiskIsUSB(v) => Object::DiskIsUSB(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DiskMoveTypeNotSupported(v) => Object::DiskMoveTypeNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DiskNotSupported(v) => Object::DiskNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DiskTooSmall(v) => Object::DiskTooSmall(Box::new((**v).clone())),
-            Object::DistributedVirtualPort(v) => Object::DistributedVirtualPort(Box::new((**v).clone())),
-            Object::DistributedVirtualPortgroupBackingType(v) => Object::DistributedVirtualPortgroupBackingType(Box::new((**v).clone())),
-            Object::DistributedVirtualPortgroupInfo(v) => Object::DistributedVirtualPortgroupInfo(Box::new((**v).clone())),
-            Object::DistributedVirtualPortgroupMetaTagName(v) => Object::DistributedVirtualPortgroupMetaTagName(Box::new((**v).clone())),
-            Object::DistributedVirtualPortgroupNsxPortgroupOperationResult(v) => Object::DistributedVirtualPortgroupNsxPortgroupOperationResult(Box::new((**v).clone())),
-            Object::DistributedVirtualPortgroupPortgroupType(v) => Object::DistributedVirtualPortgroupPortgroupType(Box::new((**v).clone())),
-            Object::DistributedVirtualPortgroupProblem(v) => Object::DistributedVirtualPortgroupProblem(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchHostInfrastructureTrafficClass(v) => Object::DistributedVirtualSwitchHostInfrastructureTrafficClass(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchHostMember(v) => Object::DistributedVirtualSwitchHostMember(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchHostMemberBacking(v) => Object::DistributedVirtualSwitchHostMemberBacking(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchHostMemberConfigInfo(v) => Object::DistributedVirtualSwitchHostMemberConfigInfo(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchHostMemberConfigSpec(v) => Object::DistributedVirtualSwitchHostMemberConfigSpec(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchHostMemberHostComponentState(v) => Object::DistributedVirtualSwitchHostMemberHostComponentState(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadState(v) => Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadState(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(v) => Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchHostMemberHostUplinkState(v) => Object::DistributedVirtualSwitchHostMemberHostUplinkState(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(v) => Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchHostMemberPnicBacking(v) => Object::DistributedVirtualSwitchHostMemberPnicBacking(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -631,12 +556,12 @@ impl x::DataObject for Object {
             Object::DeviceProtocol(_) => "DeviceProtocol",
             #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmPlatform(_) => "DeviceUnsupportedForVmPlatform",
             #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmVersion(_) => "DeviceUnsupportedForVmVersion",
-            Object::DiagnosticManagerAuditRecordResult(_) => "DiagnosticManagerAuditRecordResult",
+            #[cfg(feature = "admin")] Object::DiagnosticManagerAuditRecordResult(_) => "DiagnosticManagerAuditRecordResult",
             Object::DiagnosticManagerBundleInfo(_) => "DiagnosticManagerBundleInfo",
             Object::DiagnosticManagerLogCreator(_) => "DiagnosticManagerLogCreator",
-            Object::DiagnosticManagerLogDescriptor(_) => "DiagnosticManagerLogDescriptor",
+            #[cfg(feature = "admin")] Object::DiagnosticManagerLogDescriptor(_) => "DiagnosticManagerLogDescriptor",
             Object::DiagnosticManagerLogFormat(_) => "DiagnosticManagerLogFormat",
-            Object::DiagnosticManagerLogHeader(_) => "DiagnosticManagerLogHeader",
+            #[cfg(feature = "admin")] Object::DiagnosticManagerLogHeader(_) => "DiagnosticManagerLogHeader",
             Object::DiagnosticPartitionStorageType(_) => "DiagnosticPartitionStorageType",
             Object::DiagnosticPartitionType(_) => "DiagnosticPartitionType",
             #[cfg(feature = "all-faults")] Object::DigestNotSupported(_) => "DigestNotSupported",
@@ -705,7 +630,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -718,12 +643,12 @@ impl x::DataObject for Object {
             Object::DeviceProtocol(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmPlatform(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmVersion(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DiagnosticManagerAuditRecordResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DiagnosticManagerAuditRecordResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DiagnosticManagerBundleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DiagnosticManagerLogCreator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DiagnosticManagerLogDescriptor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DiagnosticManagerLogDescriptor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DiagnosticManagerLogFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DiagnosticManagerLogHeader(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DiagnosticManagerLogHeader(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DiagnosticPartitionStorageType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DiagnosticPartitionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::DigestNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -851,7 +776,7 @@ impl x::ObjectType for DeviceProtocol {
     }
 }
 
-impl x::ObjectType for DiagnosticManagerAuditRecordResult {
+#[cfg(feature = "admin")] impl x::ObjectType for DiagnosticManagerAuditRecordResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -899,7 +824,7 @@ impl x::ObjectType for DiagnosticManagerLogCreator {
     }
 }
 
-impl x::ObjectType for DiagnosticManagerLogDescriptor {
+#[cfg(feature = "admin")] impl x::ObjectType for DiagnosticManagerLogDescriptor {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -931,7 +856,7 @@ impl x::ObjectType for DiagnosticManagerLogFormat {
     }
 }
 
-impl x::ObjectType for DiagnosticManagerLogHeader {
+#[cfg(feature = "admin")] impl x::ObjectType for DiagnosticManagerLogHeader {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

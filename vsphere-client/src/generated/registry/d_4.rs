@@ -511,88 +511,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::DistributedVirtualSwitchHostMemberPnicSpec(v) => Object::DistributedVirtualSwitchHostMemberPnicSpec(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchHostMemberRuntimeState(v) => Object::DistributedVirtualSwitchHostMemberRuntimeState(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchHostMemberTransportZoneInfo(v) => Object::DistributedVirtualSwitchHostMemberTransportZoneInfo(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchHostMemberTransportZoneType(v) => Object::DistributedVirtualSwitchHostMemberTransportZoneType(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchHostProductSpec(v) => Object::DistributedVirtualSwitchHostProductSpec(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchInfo(v) => Object::DistributedVirtualSwitchInfo(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchKeyedOpaqueBlob(v) => Object::DistributedVirtualSwitchKeyedOpaqueBlob(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchManagerCompatibilityResult(v) => Object::DistributedVirtualSwitchManagerCompatibilityResult(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchManagerDvsProductSpec(v) => Object::DistributedVirtualSwitchManagerDvsProductSpec(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchManagerHostArrayFilter(v) => Object::DistributedVirtualSwitchManagerHostArrayFilter(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchManagerHostContainer(v) => Object::DistributedVirtualSwitchManagerHostContainer(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchManagerHostContainerFilter(v) => Object::DistributedVirtualSwitchManagerHostContainerFilter(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchManagerHostDvsFilterSpec(v) => Object::DistributedVirtualSwitchManagerHostDvsFilterSpec(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchManagerHostDvsMembershipFilter(v) => Object::DistributedVirtualSwitchManagerHostDvsMembershipFilter(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchManagerImportResult(v) => Object::DistributedVirtualSwitchManagerImportResult(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchManagerSpanInfo(v) => Object::DistributedVirtualSwitchManagerSpanInfo(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchNetworkOffloadSpec(v) => Object::DistributedVirtualSwitchNetworkOffloadSpec(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchNetworkResourceControlVersion(v) => Object::DistributedVirtualSwitchNetworkResourceControlVersion(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchNicTeamingPolicyMode(v) => Object::DistributedVirtualSwitchNicTeamingPolicyMode(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchPortConnectee(v) => Object::DistributedVirtualSwitchPortConnectee(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchPortConnecteeConnecteeType(v) => Object::DistributedVirtualSwitchPortConnecteeConnecteeType(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchPortConnection(v) => Object::DistributedVirtualSwitchPortConnection(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchPortCriteria(v) => Object::DistributedVirtualSwitchPortCriteria(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchPortStatistics(v) => Object::DistributedVirtualSwitchPortStatistics(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchProductSpec(v) => Object::DistributedVirtualSwitchProductSpec(Box::new((**v).clone())),
-            Object::DistributedVirtualSwitchProductSpecOperationType(v) => Object::DistributedVirtualSwitchProductSpecOperationType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DomainNotFound(v) => Object::DomainNotFound(Box::new((**v).clone())),
-            Object::DpmBehavior(v) => Object::DpmBehavior(Box::new((**v).clone())),
-            Object::DpuStatusInfo(v) => Object::DpuStatusInfo(Box::new((**v).clone())),
-            Object::DpuStatusInfoOperationalInfo(v) => Object::DpuStatusInfoOperationalInfo(Box::new((**v).clone())),
-            Object::DrsBehavior(v) => Object::DrsBehavior(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DrsDisabledEvent(v) => Object::DrsDisabledEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DrsDisabledOnVm(v) => Object::DrsDisabledOnVm(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DrsEnabledEvent(v) => Object::DrsEnabledEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DrsEnteredStandbyModeEvent(v) => Object::DrsEnteredStandbyModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DrsEnteringStandbyModeEvent(v) => Object::DrsEnteringStandbyModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DrsExitStandbyModeFailedEvent(v) => Object::DrsExitStandbyModeFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DrsExitedStandbyModeEvent(v) => Object::DrsExitedStandbyModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DrsExitingStandbyModeEvent(v) => Object::DrsExitingStandbyModeEvent(Box::new((**v).clone())),
-            Object::DrsInjectorWorkloadCorrelationState(v) => Object::DrsInjectorWorkloadCorrelationState(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DrsInvocationFailedEvent(v) => Object::DrsInvocationFailedEvent(Box::new((**v).clone())),
-            Object::DrsRecommendationReasonCode(v) => Object::DrsRecommendationReasonCode(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DrsRecoveredFromFailureEvent(v) => Object::DrsRecoveredFromFailureEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DrsResourceConfigureFailedEvent(v) => Object::DrsResourceConfigureFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DrsResourceConfigureSyncedEvent(v) => Object::DrsResourceConfigureSyncedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DrsRuleComplianceEvent(v) => Object::DrsRuleComplianceEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DrsRuleViolationEvent(v) => Object::DrsRuleViolationEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DrsSoftRuleViolationEvent(v) => Object::DrsSoftRuleViolationEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DrsVmMigratedEvent(v) => Object::DrsVmMigratedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DrsVmPoweredOnEvent(v) => Object::DrsVmPoweredOnEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DrsVmotionIncompatibleFault(v) => Object::DrsVmotionIncompatibleFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DuplicateDisks(v) => Object::DuplicateDisks(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DuplicateIpDetectedEvent(v) => Object::DuplicateIpDetectedEvent(Box::new((**v).clone())),
-            Object::DuplicateName(v) => Object::DuplicateName(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DuplicateVsanNetworkInterface(v) => Object::DuplicateVsanNetworkInterface(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvpgImportEvent(v) => Object::DvpgImportEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvpgRestoreEvent(v) => Object::DvpgRestoreEvent(Box::new((**v).clone())),
-            Object::DvsAcceptNetworkRuleAction(v) => Object::DvsAcceptNetworkRuleAction(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DvsApplyOperationFault(v) => Object::DvsApplyOperationFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DvsApplyOperationFaultFaultOnObject(v) => Object::DvsApplyOperationFaultFaultOnObject(Box::new((**v).clone())),
-            Object::DvsCopyNetworkRuleAction(v) => Object::DvsCopyNetworkRuleAction(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsCreatedEvent(v) => Object::DvsCreatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsDestroyedEvent(v) => Object::DvsDestroyedEvent(Box::new((**v).clone())),
-            Object::DvsDropNetworkRuleAction(v) => Object::DvsDropNetworkRuleAction(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsEvent(v) => Object::DvsEvent(Box::new((**v).clone())),
-            Object::DvsEventArgument(v) => Object::DvsEventArgument(Box::new((**v).clone())),
-            Object::DvsEventPortBlockState(v) => Object::DvsEventPortBlockState(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DvsFault(v) => Object::DvsFault(Box::new((**v).clone())),
-            Object::DvsFilterConfig(v) => Object::DvsFilterConfig(Box::new((**v).clone())),
-            Object::DvsFilterConfigSpec(v) => Object::DvsFilterConfigSpec(Box::new((**v).clone())),
-            Object::DvsFilterOnFailure(v) => Object::DvsFilterOnFailure(Box::new((**v).clone())),
-            Object::DvsFilterParameter(v) => Object::DvsFilterParameter(Box::new((**v).clone())),
-            Object::DvsFilterPolicy(v) => Object::DvsFilterPolicy(Box::new((**v).clone())),
-            Object::DvsGreEncapNetworkRuleAction(v) => Object::DvsGreEncapNetworkRuleAction(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsHealthStatusChangeEvent(v) => Object::DvsHealthStatusChangeEvent(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -681,7 +599,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -448,79 +448,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-events")] Object::DvsHostBackInSyncEvent(v) => Object::DvsHostBackInSyncEvent(Box::new((**v).clone())),
-            Object::DvsHostInfrastructureTrafficResource(v) => Object::DvsHostInfrastructureTrafficResource(Box::new((**v).clone())),
-            Object::DvsHostInfrastructureTrafficResourceAllocation(v) => Object::DvsHostInfrastructureTrafficResourceAllocation(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsHostJoinedEvent(v) => Object::DvsHostJoinedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsHostLeftEvent(v) => Object::DvsHostLeftEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsHostStatusUpdated(v) => Object::DvsHostStatusUpdated(Box::new((**v).clone())),
-            Object::DvsHostVNicProfile(v) => Object::DvsHostVNicProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsHostWentOutOfSyncEvent(v) => Object::DvsHostWentOutOfSyncEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsImportEvent(v) => Object::DvsImportEvent(Box::new((**v).clone())),
-            Object::DvsIpNetworkRuleQualifier(v) => Object::DvsIpNetworkRuleQualifier(Box::new((**v).clone())),
-            Object::DvsIpPort(v) => Object::DvsIpPort(Box::new((**v).clone())),
-            Object::DvsIpPortRange(v) => Object::DvsIpPortRange(Box::new((**v).clone())),
-            Object::DvsLogNetworkRuleAction(v) => Object::DvsLogNetworkRuleAction(Box::new((**v).clone())),
-            Object::DvsMacNetworkRuleQualifier(v) => Object::DvsMacNetworkRuleQualifier(Box::new((**v).clone())),
-            Object::DvsMacRewriteNetworkRuleAction(v) => Object::DvsMacRewriteNetworkRuleAction(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsMergedEvent(v) => Object::DvsMergedEvent(Box::new((**v).clone())),
-            Object::DvsNetworkRuleAction(v) => Object::DvsNetworkRuleAction(Box::new((**v).clone())),
-            Object::DvsNetworkRuleDirectionType(v) => Object::DvsNetworkRuleDirectionType(Box::new((**v).clone())),
-            Object::DvsNetworkRuleQualifier(v) => Object::DvsNetworkRuleQualifier(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DvsNotAuthorized(v) => Object::DvsNotAuthorized(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DvsOperationBulkFault(v) => Object::DvsOperationBulkFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DvsOperationBulkFaultFaultOnHost(v) => Object::DvsOperationBulkFaultFaultOnHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsOutOfSyncHostArgument(v) => Object::DvsOutOfSyncHostArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsPortBlockedEvent(v) => Object::DvsPortBlockedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsPortConnectedEvent(v) => Object::DvsPortConnectedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsPortCreatedEvent(v) => Object::DvsPortCreatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsPortDeletedEvent(v) => Object::DvsPortDeletedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsPortDisconnectedEvent(v) => Object::DvsPortDisconnectedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsPortEnteredPassthruEvent(v) => Object::DvsPortEnteredPassthruEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsPortExitedPassthruEvent(v) => Object::DvsPortExitedPassthruEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsPortJoinPortgroupEvent(v) => Object::DvsPortJoinPortgroupEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsPortLeavePortgroupEvent(v) => Object::DvsPortLeavePortgroupEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsPortLinkDownEvent(v) => Object::DvsPortLinkDownEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsPortLinkUpEvent(v) => Object::DvsPortLinkUpEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsPortReconfiguredEvent(v) => Object::DvsPortReconfiguredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsPortRuntimeChangeEvent(v) => Object::DvsPortRuntimeChangeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsPortUnblockedEvent(v) => Object::DvsPortUnblockedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsPortVendorSpecificStateChangeEvent(v) => Object::DvsPortVendorSpecificStateChangeEvent(Box::new((**v).clone())),
-            Object::DvsProfile(v) => Object::DvsProfile(Box::new((**v).clone())),
-            Object::DvsPuntNetworkRuleAction(v) => Object::DvsPuntNetworkRuleAction(Box::new((**v).clone())),
-            Object::DvsRateLimitNetworkRuleAction(v) => Object::DvsRateLimitNetworkRuleAction(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsReconfiguredEvent(v) => Object::DvsReconfiguredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsRenamedEvent(v) => Object::DvsRenamedEvent(Box::new((**v).clone())),
-            Object::DvsResourceRuntimeInfo(v) => Object::DvsResourceRuntimeInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsRestoreEvent(v) => Object::DvsRestoreEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DvsScopeViolated(v) => Object::DvsScopeViolated(Box::new((**v).clone())),
-            Object::DvsServiceConsoleVNicProfile(v) => Object::DvsServiceConsoleVNicProfile(Box::new((**v).clone())),
-            Object::DvsSingleIpPort(v) => Object::DvsSingleIpPort(Box::new((**v).clone())),
-            Object::DvsSystemTrafficNetworkRuleQualifier(v) => Object::DvsSystemTrafficNetworkRuleQualifier(Box::new((**v).clone())),
-            Object::DvsTrafficFilterConfig(v) => Object::DvsTrafficFilterConfig(Box::new((**v).clone())),
-            Object::DvsTrafficFilterConfigSpec(v) => Object::DvsTrafficFilterConfigSpec(Box::new((**v).clone())),
-            Object::DvsTrafficRule(v) => Object::DvsTrafficRule(Box::new((**v).clone())),
-            Object::DvsTrafficRuleset(v) => Object::DvsTrafficRuleset(Box::new((**v).clone())),
-            Object::DvsUpdateTagNetworkRuleAction(v) => Object::DvsUpdateTagNetworkRuleAction(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsUpgradeAvailableEvent(v) => Object::DvsUpgradeAvailableEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsUpgradeInProgressEvent(v) => Object::DvsUpgradeInProgressEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsUpgradeRejectedEvent(v) => Object::DvsUpgradeRejectedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DvsUpgradedEvent(v) => Object::DvsUpgradedEvent(Box::new((**v).clone())),
-            Object::DvsVNicProfile(v) => Object::DvsVNicProfile(Box::new((**v).clone())),
-            Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(v) => Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(Box::new((**v).clone())),
-            Object::DvsVmVnicResourceAllocation(v) => Object::DvsVmVnicResourceAllocation(Box::new((**v).clone())),
-            Object::DvsVmVnicResourcePoolConfigSpec(v) => Object::DvsVmVnicResourcePoolConfigSpec(Box::new((**v).clone())),
-            Object::DvsVnicAllocatedResource(v) => Object::DvsVnicAllocatedResource(Box::new((**v).clone())),
-            Object::DynamicArray(v) => Object::DynamicArray(Box::new((**v).clone())),
-            Object::DynamicData(v) => Object::DynamicData(Box::new((**v).clone())),
-            Object::DynamicProperty(v) => Object::DynamicProperty(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -600,7 +527,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

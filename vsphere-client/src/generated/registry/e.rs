@@ -379,7 +379,7 @@ pub enum Object {
     EntityBackupConfig(Box<EntityBackupConfig>),
     EntityEventArgument(Box<EntityEventArgument>),
     EntityImportType(Box<EntityImportType>),
-    EntityPrivilege(Box<EntityPrivilege>),
+    #[cfg(feature = "admin")] EntityPrivilege(Box<EntityPrivilege>),
     EntityType(Box<EntityType>),
     EnumDescription(Box<EnumDescription>),
     EnvironmentBrowserConfigOptionQuerySpec(Box<EnvironmentBrowserConfigOptionQuerySpec>),
@@ -410,10 +410,10 @@ pub enum Object {
     #[cfg(feature = "all-faults")] ExpiredAddonLicense(Box<ExpiredAddonLicense>),
     #[cfg(feature = "all-faults")] ExpiredEditionLicense(Box<ExpiredEditionLicense>),
     #[cfg(feature = "all-faults")] ExpiredFeatureLicense(Box<ExpiredFeatureLicense>),
-    ExtExtendedProductInfo(Box<ExtExtendedProductInfo>),
-    ExtManagedEntityInfo(Box<ExtManagedEntityInfo>),
-    ExtSolutionManagerInfo(Box<ExtSolutionManagerInfo>),
-    ExtSolutionManagerInfoTabInfo(Box<ExtSolutionManagerInfoTabInfo>),
+    #[cfg(feature = "admin")] ExtExtendedProductInfo(Box<ExtExtendedProductInfo>),
+    #[cfg(feature = "admin")] ExtManagedEntityInfo(Box<ExtManagedEntityInfo>),
+    #[cfg(feature = "admin")] ExtSolutionManagerInfo(Box<ExtSolutionManagerInfo>),
+    #[cfg(feature = "admin")] ExtSolutionManagerInfoTabInfo(Box<ExtSolutionManagerInfoTabInfo>),
     ExtendedDescription(Box<ExtendedDescription>),
     ExtendedElementDescription(Box<ExtendedElementDescription>),
 }
@@ -457,7 +457,7 @@ fn decode(
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EntityBackupConfig(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EntityEventArgument(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EntityImportType(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EntityPrivilege(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EntityPrivilege(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EntityType(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EnumDescription(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::EnvironmentBrowserConfigOptionQuerySpec(v), Err(e) => return Some(Err(e)) },
@@ -488,10 +488,10 @@ fn decode(
         #[cfg(feature = "all-faults")] 82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExpiredAddonLicense(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExpiredEditionLicense(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExpiredFeatureLicense(v), Err(e) => return Some(Err(e)) },
-        90 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtExtendedProductInfo(v), Err(e) => return Some(Err(e)) },
-        91 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtManagedEntityInfo(v), Err(e) => return Some(Err(e)) },
-        92 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtSolutionManagerInfo(v), Err(e) => return Some(Err(e)) },
-        93 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtSolutionManagerInfoTabInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 90 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtExtendedProductInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 91 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtManagedEntityInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 92 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtSolutionManagerInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 93 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtSolutionManagerInfoTabInfo(v), Err(e) => return Some(Err(e)) },
         99 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtendedDescription(v), Err(e) => return Some(Err(e)) },
         100 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtendedElementDescription(v), Err(e) => return Some(Err(e)) },
         _ => return None,
@@ -529,7 +529,7 @@ impl std::fmt::Debug for Object {
             Object::EntityBackupConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EntityEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EntityImportType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::EntityPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::EntityPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EntityType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EnumDescription(v) => std::fmt::Debug::fmt(&**v, f),
             Object::EnvironmentBrowserConfigOptionQuerySpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -560,10 +560,10 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-faults")] Object::ExpiredAddonLicense(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::ExpiredEditionLicense(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::ExpiredFeatureLicense(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExtExtendedProductInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExtManagedEntityInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExtSolutionManagerInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExtSolutionManagerInfoTabInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ExtExtendedProductInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ExtManagedEntityInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ExtSolutionManagerInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ExtSolutionManagerInfoTabInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ExtendedDescription(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ExtendedElementDescription(v) => std::fmt::Debug::fmt(&**v, f),
         }
@@ -573,77 +573,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailed(v) => Object::EVCAdmissionFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUFeaturesForMode(v) => Object::EVCAdmissionFailedCPUFeaturesForMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUModel(v) => Object::EVCAdmissionFailedCPUModel(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUModelForMode(v) => Object::EVCAdmissionFailedCPUModelForMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUVendor(v) => Object::EVCAdmissionFailedCPUVendor(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUVendorUnknown(v) => Object::EVCAdmissionFailedCPUVendorUnknown(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedHostDisconnected(v) => Object::EVCAdmissionFailedHostDisconnected(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedHostSoftware(v) => Object::EVCAdmissionFailedHostSoftware(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedHostSoftwareForMode(v) => Object::EVCAdmissionFailedHostSoftwareForMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedVmActive(v) => Object::EVCAdmissionFailedVmActive(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCConfigFault(v) => Object::EVCConfigFault(Box::new((**v).clone())),
-            Object::EVCMode(v) => Object::EVCMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCModeIllegalByVendor(v) => Object::EVCModeIllegalByVendor(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCModeUnsupportedByHosts(v) => Object::EVCModeUnsupportedByHosts(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCUnsupportedByHostHardware(v) => Object::EVCUnsupportedByHostHardware(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCUnsupportedByHostSoftware(v) => Object::EVCUnsupportedByHostSoftware(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EightHostLimitViolated(v) => Object::EightHostLimitViolated(Box::new((**v).clone())),
-            Object::ElementDescription(v) => Object::ElementDescription(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EncryptionKeyRequired(v) => Object::EncryptionKeyRequired(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::EnteredMaintenanceModeEvent(v) => Object::EnteredMaintenanceModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::EnteredStandbyModeEvent(v) => Object::EnteredStandbyModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::EnteringMaintenanceModeEvent(v) => Object::EnteringMaintenanceModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::EnteringStandbyModeEvent(v) => Object::EnteringStandbyModeEvent(Box::new((**v).clone())),
-            Object::EntityBackup(v) => Object::EntityBackup(Box::new((**v).clone())),
-            Object::EntityBackupConfig(v) => Object::EntityBackupConfig(Box::new((**v).clone())),
-            Object::EntityEventArgument(v) => Object::EntityEventArgument(Box::new((**v).clone())),
-            Object::EntityImportType(v) => Object::EntityImportType(Box::new((**v).clone())),
-            Object::EntityPrivilege(v) => Object::EntityPrivilege(Box::new((**v).clone())),
-            Object::EntityType(v) => Object::EntityType(Box::new((**v).clone())),
-            Object::EnumDescription(v) => Object::EnumDescription(Box::new((**v).clone())),
-            Object::EnvironmentBrowserConfigOptionQuerySpec(v) => Object::EnvironmentBrowserConfigOptionQuerySpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ErrorUpgradeEvent(v) => Object::ErrorUpgradeEvent(Box::new((**v).clone())),
-            Object::EvaluationLicenseSource(v) => Object::EvaluationLicenseSource(Box::new((**v).clone())),
-            Object::Event(v) => Object::Event(Box::new((**v).clone())),
-            Object::EventAlarmExpression(v) => Object::EventAlarmExpression(Box::new((**v).clone())),
-            Object::EventAlarmExpressionComparison(v) => Object::EventAlarmExpressionComparison(Box::new((**v).clone())),
-            Object::EventAlarmExpressionComparisonOperator(v) => Object::EventAlarmExpressionComparisonOperator(Box::new((**v).clone())),
-            Object::EventArgDesc(v) => Object::EventArgDesc(Box::new((**v).clone())),
-            Object::EventArgument(v) => Object::EventArgument(Box::new((**v).clone())),
-            Object::EventCategory(v) => Object::EventCategory(Box::new((**v).clone())),
-            Object::EventDescription(v) => Object::EventDescription(Box::new((**v).clone())),
-            Object::EventDescriptionEventDetail(v) => Object::EventDescriptionEventDetail(Box::new((**v).clone())),
-            Object::EventEventSeverity(v) => Object::EventEventSeverity(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::EventEx(v) => Object::EventEx(Box::new((**v).clone())),
-            Object::EventFilterSpec(v) => Object::EventFilterSpec(Box::new((**v).clone())),
-            Object::EventFilterSpecByEntity(v) => Object::EventFilterSpecByEntity(Box::new((**v).clone())),
-            Object::EventFilterSpecByTime(v) => Object::EventFilterSpecByTime(Box::new((**v).clone())),
-            Object::EventFilterSpecByUsername(v) => Object::EventFilterSpecByUsername(Box::new((**v).clone())),
-            Object::EventFilterSpecRecursionOption(v) => Object::EventFilterSpecRecursionOption(Box::new((**v).clone())),
-            Object::EventManagerEventViewSpec(v) => Object::EventManagerEventViewSpec(Box::new((**v).clone())),
-            Object::EventManagerViewByStartId(v) => Object::EventManagerViewByStartId(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ExitMaintenanceModeEvent(v) => Object::ExitMaintenanceModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ExitStandbyModeFailedEvent(v) => Object::ExitStandbyModeFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ExitedStandbyModeEvent(v) => Object::ExitedStandbyModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ExitingStandbyModeEvent(v) => Object::ExitingStandbyModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ExpiredAddonLicense(v) => Object::ExpiredAddonLicense(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ExpiredEditionLicense(v) => Object::ExpiredEditionLicense(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ExpiredFeatureLicense(v) => Object::ExpiredFeatureLicense(Box::new((**v).clone())),
-            Object::ExtExtendedProductInfo(v) => Object::ExtExtendedProductInfo(Box::new((**v).clone())),
-            Object::ExtManagedEntityInfo(v) => Object::ExtManagedEntityInfo(Box::new((**v).clone())),
-            Object::ExtSolutionManagerInfo(v) => Object::ExtSolutionManagerInfo(Box::new((**v).clone())),
-            Object::ExtSolutionManagerInfoTabInfo(v) => Object::ExtSolutionManagerInfoTabInfo(Box::new((**v).clone())),
-            Object::ExtendedDescription(v) => Object::ExtendedDescription(Box::new((**v).clone())),
-            Object::ExtendedElementDescription(v) => Object::ExtendedElementDescription(Box::new((**v).clone())),
-        }
     }
 }
 
@@ -677,7 +606,7 @@ impl x::DataObject for Object {
             Object::EntityBackupConfig(_) => "EntityBackupConfig",
             Object::EntityEventArgument(_) => "EntityEventArgument",
             Object::EntityImportType(_) => "EntityImportType",
-            Object::EntityPrivilege(_) => "EntityPrivilege",
+            #[cfg(feature = "admin")] Object::EntityPrivilege(_) => "EntityPrivilege",
             Object::EntityType(_) => "EntityType",
             Object::EnumDescription(_) => "EnumDescription",
             Object::EnvironmentBrowserConfigOptionQuerySpec(_) => "EnvironmentBrowserConfigOptionQuerySpec",
@@ -708,10 +637,10 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::ExpiredAddonLicense(_) => "ExpiredAddonLicense",
             #[cfg(feature = "all-faults")] Object::ExpiredEditionLicense(_) => "ExpiredEditionLicense",
             #[cfg(feature = "all-faults")] Object::ExpiredFeatureLicense(_) => "ExpiredFeatureLicense",
-            Object::ExtExtendedProductInfo(_) => "ExtExtendedProductInfo",
-            Object::ExtManagedEntityInfo(_) => "ExtManagedEntityInfo",
-            Object::ExtSolutionManagerInfo(_) => "ExtSolutionManagerInfo",
-            Object::ExtSolutionManagerInfoTabInfo(_) => "ExtSolutionManagerInfoTabInfo",
+            #[cfg(feature = "admin")] Object::ExtExtendedProductInfo(_) => "ExtExtendedProductInfo",
+            #[cfg(feature = "admin")] Object::ExtManagedEntityInfo(_) => "ExtManagedEntityInfo",
+            #[cfg(feature = "admin")] Object::ExtSolutionManagerInfo(_) => "ExtSolutionManagerInfo",
+            #[cfg(feature = "admin")] Object::ExtSolutionManagerInfoTabInfo(_) => "ExtSolutionManagerInfoTabInfo",
             Object::ExtendedDescription(_) => "ExtendedDescription",
             Object::ExtendedElementDescription(_) => "ExtendedElementDescription",
         }
@@ -724,7 +653,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -760,7 +689,7 @@ impl x::DataObject for Object {
             Object::EntityBackupConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EntityEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EntityImportType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::EntityPrivilege(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::EntityPrivilege(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EntityType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EnumDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::EnvironmentBrowserConfigOptionQuerySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -791,10 +720,10 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::ExpiredAddonLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::ExpiredEditionLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::ExpiredFeatureLicense(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExtExtendedProductInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExtManagedEntityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExtSolutionManagerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExtSolutionManagerInfoTabInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ExtExtendedProductInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ExtManagedEntityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ExtSolutionManagerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ExtSolutionManagerInfoTabInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ExtendedDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ExtendedElementDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
@@ -1234,7 +1163,7 @@ impl x::ObjectType for EntityImportType {
     }
 }
 
-impl x::ObjectType for EntityPrivilege {
+#[cfg(feature = "admin")] impl x::ObjectType for EntityPrivilege {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1730,7 +1659,7 @@ impl x::ObjectType for EventManagerViewByStartId {
     }
 }
 
-impl x::ObjectType for ExtExtendedProductInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ExtExtendedProductInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1746,7 +1675,7 @@ impl x::ObjectType for ExtExtendedProductInfo {
     }
 }
 
-impl x::ObjectType for ExtManagedEntityInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ExtManagedEntityInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1762,7 +1691,7 @@ impl x::ObjectType for ExtManagedEntityInfo {
     }
 }
 
-impl x::ObjectType for ExtSolutionManagerInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ExtSolutionManagerInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1778,7 +1707,7 @@ impl x::ObjectType for ExtSolutionManagerInfo {
     }
 }
 
-impl x::ObjectType for ExtSolutionManagerInfoTabInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ExtSolutionManagerInfoTabInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

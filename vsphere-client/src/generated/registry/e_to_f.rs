@@ -323,21 +323,21 @@ pub enum Object {
     #[cfg(feature = "all-events")] ExtendedEvent(Box<ExtendedEvent>),
     #[cfg(feature = "all-events")] ExtendedEventPair(Box<ExtendedEventPair>),
     #[cfg(feature = "all-faults")] ExtendedFault(Box<ExtendedFault>),
-    Extension(Box<Extension>),
-    ExtensionClientInfo(Box<ExtensionClientInfo>),
-    ExtensionEventTypeInfo(Box<ExtensionEventTypeInfo>),
-    ExtensionFaultTypeInfo(Box<ExtensionFaultTypeInfo>),
-    ExtensionHealthInfo(Box<ExtensionHealthInfo>),
-    ExtensionManagerIpAllocationUsage(Box<ExtensionManagerIpAllocationUsage>),
-    ExtensionOvfConsumerInfo(Box<ExtensionOvfConsumerInfo>),
-    ExtensionPrivilegeInfo(Box<ExtensionPrivilegeInfo>),
-    ExtensionResourceInfo(Box<ExtensionResourceInfo>),
-    ExtensionServerInfo(Box<ExtensionServerInfo>),
-    ExtensionTaskTypeInfo(Box<ExtensionTaskTypeInfo>),
+    #[cfg(feature = "admin")] Extension(Box<Extension>),
+    #[cfg(feature = "admin")] ExtensionClientInfo(Box<ExtensionClientInfo>),
+    #[cfg(feature = "admin")] ExtensionEventTypeInfo(Box<ExtensionEventTypeInfo>),
+    #[cfg(feature = "admin")] ExtensionFaultTypeInfo(Box<ExtensionFaultTypeInfo>),
+    #[cfg(feature = "admin")] ExtensionHealthInfo(Box<ExtensionHealthInfo>),
+    #[cfg(feature = "admin")] ExtensionManagerIpAllocationUsage(Box<ExtensionManagerIpAllocationUsage>),
+    #[cfg(feature = "admin")] ExtensionOvfConsumerInfo(Box<ExtensionOvfConsumerInfo>),
+    #[cfg(feature = "admin")] ExtensionPrivilegeInfo(Box<ExtensionPrivilegeInfo>),
+    #[cfg(feature = "admin")] ExtensionResourceInfo(Box<ExtensionResourceInfo>),
+    #[cfg(feature = "admin")] ExtensionServerInfo(Box<ExtensionServerInfo>),
+    #[cfg(feature = "admin")] ExtensionTaskTypeInfo(Box<ExtensionTaskTypeInfo>),
     #[cfg(feature = "all-faults")] FailToEnableSPBM(Box<FailToEnableSPBM>),
     #[cfg(feature = "all-faults")] FailToLockFaultToleranceVMs(Box<FailToLockFaultToleranceVMs>),
     #[cfg(feature = "all-events")] FailoverLevelRestored(Box<FailoverLevelRestored>),
-    FailoverNodeInfo(Box<FailoverNodeInfo>),
+    #[cfg(feature = "admin")] FailoverNodeInfo(Box<FailoverNodeInfo>),
     FaultDomainId(Box<FaultDomainId>),
     #[cfg(feature = "all-faults")] FaultToleranceAntiAffinityViolated(Box<FaultToleranceAntiAffinityViolated>),
     #[cfg(feature = "all-faults")] FaultToleranceCannotEditMem(Box<FaultToleranceCannotEditMem>),
@@ -359,7 +359,7 @@ pub enum Object {
     FaultsByVM(Box<FaultsByVM>),
     FcoeConfig(Box<FcoeConfig>),
     FcoeConfigFcoeCapabilities(Box<FcoeConfigFcoeCapabilities>),
-    FcoeConfigFcoeSpecification(Box<FcoeConfigFcoeSpecification>),
+    #[cfg(feature = "admin")] FcoeConfigFcoeSpecification(Box<FcoeConfigFcoeSpecification>),
     FcoeConfigVlanRange(Box<FcoeConfigVlanRange>),
     #[cfg(feature = "all-faults")] FcoeFault(Box<FcoeFault>),
     #[cfg(feature = "all-faults")] FcoeFaultPnicHasNoPortSet(Box<FcoeFaultPnicHasNoPortSet>),
@@ -405,21 +405,21 @@ fn decode(
         #[cfg(feature = "all-events")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtendedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtendedEventPair(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtendedFault(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Extension(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionClientInfo(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionEventTypeInfo(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionFaultTypeInfo(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionHealthInfo(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionManagerIpAllocationUsage(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionOvfConsumerInfo(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionPrivilegeInfo(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionResourceInfo(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionServerInfo(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionTaskTypeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Extension(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionClientInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionEventTypeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionFaultTypeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionHealthInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionManagerIpAllocationUsage(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionOvfConsumerInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionPrivilegeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionResourceInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionServerInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ExtensionTaskTypeInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FailToEnableSPBM(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FailToLockFaultToleranceVMs(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FailoverLevelRestored(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FailoverNodeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FailoverNodeInfo(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultDomainId(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceAntiAffinityViolated(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultToleranceCannotEditMem(v), Err(e) => return Some(Err(e)) },
@@ -441,7 +441,7 @@ fn decode(
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FaultsByVM(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FcoeConfig(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FcoeConfigFcoeCapabilities(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FcoeConfigFcoeSpecification(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FcoeConfigFcoeSpecification(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FcoeConfigVlanRange(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FcoeFault(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FcoeFaultPnicHasNoPortSet(v), Err(e) => return Some(Err(e)) },
@@ -481,21 +481,21 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::ExtendedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ExtendedEventPair(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::ExtendedFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::Extension(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExtensionClientInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExtensionEventTypeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExtensionFaultTypeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExtensionHealthInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExtensionManagerIpAllocationUsage(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExtensionOvfConsumerInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExtensionPrivilegeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExtensionResourceInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExtensionServerInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ExtensionTaskTypeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::Extension(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ExtensionClientInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ExtensionEventTypeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ExtensionFaultTypeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ExtensionHealthInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ExtensionManagerIpAllocationUsage(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ExtensionOvfConsumerInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ExtensionPrivilegeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ExtensionResourceInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ExtensionServerInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ExtensionTaskTypeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::FailToEnableSPBM(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::FailToLockFaultToleranceVMs(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::FailoverLevelRestored(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FailoverNodeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::FailoverNodeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FaultDomainId(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::FaultToleranceAntiAffinityViolated(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::FaultToleranceCannotEditMem(v) => std::fmt::Debug::fmt(&**v, f),
@@ -517,7 +517,7 @@ impl std::fmt::Debug for Object {
             Object::FaultsByVM(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FcoeConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FcoeConfigFcoeCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FcoeConfigFcoeSpecification(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::FcoeConfigFcoeSpecification(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FcoeConfigVlanRange(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::FcoeFault(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::FcoeFaultPnicHasNoPortSet(v) => std::fmt::Debug::fmt(&**v, f),
@@ -556,102 +556,27 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-events")] Object::ExtendedEvent(v) => Object::ExtendedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ExtendedEventPair(v) => Object::ExtendedEventPair(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ExtendedFault(v) => Object::ExtendedFault(Box::new((**v).clone())),
-            Object::Extension(v) => Object::Extension(Box::new((**v).clone())),
-            Object::ExtensionClientInfo(v) => Object::ExtensionClientInfo(Box::new((**v).clone())),
-            Object::ExtensionEventTypeInfo(v) => Object::ExtensionEventTypeInfo(Box::new((**v).clone())),
-            Object::ExtensionFaultTypeInfo(v) => Object::ExtensionFaultTypeInfo(Box::new((**v).clone())),
-            Object::ExtensionHealthInfo(v) => Object::ExtensionHealthInfo(Box::new((**v).clone())),
-            Object::ExtensionManagerIpAllocationUsage(v) => Object::ExtensionManagerIpAllocationUsage(Box::new((**v).clone())),
-            Object::ExtensionOvfConsumerInfo(v) => Object::ExtensionOvfConsumerInfo(Box::new((**v).clone())),
-            Object::ExtensionPrivilegeInfo(v) => Object::ExtensionPrivilegeInfo(Box::new((**v).clone())),
-            Object::ExtensionResourceInfo(v) => Object::ExtensionResourceInfo(Box::new((**v).clone())),
-            Object::ExtensionServerInfo(v) => Object::ExtensionServerInfo(Box::new((**v).clone())),
-            Object::ExtensionTaskTypeInfo(v) => Object::ExtensionTaskTypeInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FailToEnableSPBM(v) => Object::FailToEnableSPBM(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FailToLockFaultToleranceVMs(v) => Object::FailToLockFaultToleranceVMs(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::FailoverLevelRestored(v) => Object::FailoverLevelRestored(Box::new((**v).clone())),
-            Object::FailoverNodeInfo(v) => Object::FailoverNodeInfo(Box::new((**v).clone())),
-            Object::FaultDomainId(v) => Object::FaultDomainId(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FaultToleranceAntiAffinityViolated(v) => Object::FaultToleranceAntiAffinityViolated(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FaultToleranceCannotEditMem(v) => Object::FaultToleranceCannotEditMem(Box::new((**v).clone())),
-            Object::FaultToleranceConfigInfo(v) => Object::FaultToleranceConfigInfo(Box::new((**v).clone())),
-            Object::FaultToleranceConfigSpec(v) => Object::FaultToleranceConfigSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FaultToleranceCpuIncompatible(v) => Object::FaultToleranceCpuIncompatible(Box::new((**v).clone())),
-            Object::FaultToleranceDiskSpec(v) => Object::FaultToleranceDiskSpec(Box::new((**v).clone())),
-            Object::FaultToleranceMetaSpec(v) => Object::FaultToleranceMetaSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FaultToleranceNeedsThickDisk(v) => Object::FaultToleranceNeedsThickDisk(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FaultToleranceNotLicensed(v) => Object::FaultToleranceNotLicensed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FaultToleranceNotSameBuild(v) => Object::FaultToleranceNotSameBuild(Box::new((**v).clone())),
-            Object::FaultTolerancePrimaryConfigInfo(v) => Object::FaultTolerancePrimaryConfigInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FaultTolerancePrimaryPowerOnNotAttempted(v) => Object::FaultTolerancePrimaryPowerOnNotAttempted(Box::new((**v).clone())),
-            Object::FaultToleranceSecondaryConfigInfo(v) => Object::FaultToleranceSecondaryConfigInfo(Box::new((**v).clone())),
-            Object::FaultToleranceSecondaryOpResult(v) => Object::FaultToleranceSecondaryOpResult(Box::new((**v).clone())),
-            Object::FaultToleranceVMConfigSpec(v) => Object::FaultToleranceVMConfigSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FaultToleranceVmNotDasProtected(v) => Object::FaultToleranceVmNotDasProtected(Box::new((**v).clone())),
-            Object::FaultsByHost(v) => Object::FaultsByHost(Box::new((**v).clone())),
-            Object::FaultsByVM(v) => Object::FaultsByVM(Box::new((**v).clone())),
-            Object::FcoeConfig(v) => Object::FcoeConfig(Box::new((**v).clone())),
-            Object::FcoeConfigFcoeCapabilities(v) => Object::FcoeConfigFcoeCapabilities(Box::new((**v).clone())),
-            Object::FcoeConfigFcoeSpecification(v) => Object::FcoeConfigFcoeSpecification(Box::new((**v).clone())),
-            Object::FcoeConfigVlanRange(v) => Object::FcoeConfigVlanRange(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FcoeFault(v) => Object::FcoeFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FcoeFaultPnicHasNoPortSet(v) => Object::FcoeFaultPnicHasNoPortSet(Box::new((**v).clone())),
-            Object::FeatureEVCMode(v) => Object::FeatureEVCMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FeatureRequirementsNotMet(v) => Object::FeatureRequirementsNotMet(Box::new((**v).clone())),
-            Object::FibreChannelPortType(v) => Object::FibreChannelPortType(Box::new((**v).clone())),
-            Object::FileAlreadyExists(v) => Object::FileAlreadyExists(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FileBackedPortNotSupported(v) => Object::FileBackedPortNotSupported(Box::new((**v).clone())),
-            Object::FileBackedVirtualDiskSpec(v) => Object::FileBackedVirtualDiskSpec(Box::new((**v).clone())),
-            Object::FileFault(v) => Object::FileFault(Box::new((**v).clone())),
-            Object::FileInfo(v) => Object::FileInfo(Box::new((**v).clone())),
-            Object::FileLockInfo(v) => Object::FileLockInfo(Box::new((**v).clone())),
-            Object::FileLockInfoResult(v) => Object::FileLockInfoResult(Box::new((**v).clone())),
-            Object::FileLocked(v) => Object::FileLocked(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FileNameTooLong(v) => Object::FileNameTooLong(Box::new((**v).clone())),
-            Object::FileNotFound(v) => Object::FileNotFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FileNotWritable(v) => Object::FileNotWritable(Box::new((**v).clone())),
-            Object::FileQuery(v) => Object::FileQuery(Box::new((**v).clone())),
-            Object::FileQueryFlags(v) => Object::FileQueryFlags(Box::new((**v).clone())),
-            Object::FileSystemMountInfoVStorageSupportStatus(v) => Object::FileSystemMountInfoVStorageSupportStatus(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FileTooLarge(v) => Object::FileTooLarge(Box::new((**v).clone())),
-            Object::FileTransferInformation(v) => Object::FileTransferInformation(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FilesystemQuiesceFault(v) => Object::FilesystemQuiesceFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FilterInUse(v) => Object::FilterInUse(Box::new((**v).clone())),
-            Object::FirewallProfile(v) => Object::FirewallProfile(Box::new((**v).clone())),
-            Object::FirewallProfileRulesetProfile(v) => Object::FirewallProfileRulesetProfile(Box::new((**v).clone())),
-            Object::FloatOption(v) => Object::FloatOption(Box::new((**v).clone())),
-            Object::FloppyImageFileInfo(v) => Object::FloppyImageFileInfo(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
             #[cfg(feature = "all-events")] Object::ExtendedEvent(_) => "ExtendedEvent",
             #[cfg(feature = "all-events")] Object::ExtendedEventPair(_) => "ExtendedEventPair",
             #[cfg(feature = "all-faults")] Object::ExtendedFault(_) => "ExtendedFault",
-            Object::Extension(_) => "Extension",
-            Object::ExtensionClientInfo(_) => "ExtensionClientInfo",
-            Object::ExtensionEventTypeInfo(_) => "ExtensionEventTypeInfo",
-            Object::ExtensionFaultTypeInfo(_) => "ExtensionFaultTypeInfo",
-            Object::ExtensionHealthInfo(_) => "ExtensionHealthInfo",
-            Object::ExtensionManagerIpAllocationUsage(_) => "ExtensionManagerIpAllocationUsage",
-            Object::ExtensionOvfConsumerInfo(_) => "ExtensionOvfConsumerInfo",
-            Object::ExtensionPrivilegeInfo(_) => "ExtensionPrivilegeInfo",
-            Object::ExtensionResourceInfo(_) => "ExtensionResourceInfo",
-            Object::ExtensionServerInfo(_) => "ExtensionServerInfo",
-            Object::ExtensionTaskTypeInfo(_) => "ExtensionTaskTypeInfo",
+            #[cfg(feature = "admin")] Object::Extension(_) => "Extension",
+            #[cfg(feature = "admin")] Object::ExtensionClientInfo(_) => "ExtensionClientInfo",
+            #[cfg(feature = "admin")] Object::ExtensionEventTypeInfo(_) => "ExtensionEventTypeInfo",
+            #[cfg(feature = "admin")] Object::ExtensionFaultTypeInfo(_) => "ExtensionFaultTypeInfo",
+            #[cfg(feature = "admin")] Object::ExtensionHealthInfo(_) => "ExtensionHealthInfo",
+            #[cfg(feature = "admin")] Object::ExtensionManagerIpAllocationUsage(_) => "ExtensionManagerIpAllocationUsage",
+            #[cfg(feature = "admin")] Object::ExtensionOvfConsumerInfo(_) => "ExtensionOvfConsumerInfo",
+            #[cfg(feature = "admin")] Object::ExtensionPrivilegeInfo(_) => "ExtensionPrivilegeInfo",
+            #[cfg(feature = "admin")] Object::ExtensionResourceInfo(_) => "ExtensionResourceInfo",
+            #[cfg(feature = "admin")] Object::ExtensionServerInfo(_) => "ExtensionServerInfo",
+            #[cfg(feature = "admin")] Object::ExtensionTaskTypeInfo(_) => "ExtensionTaskTypeInfo",
             #[cfg(feature = "all-faults")] Object::FailToEnableSPBM(_) => "FailToEnableSPBM",
             #[cfg(feature = "all-faults")] Object::FailToLockFaultToleranceVMs(_) => "FailToLockFaultToleranceVMs",
             #[cfg(feature = "all-events")] Object::FailoverLevelRestored(_) => "FailoverLevelRestored",
-            Object::FailoverNodeInfo(_) => "FailoverNodeInfo",
+            #[cfg(feature = "admin")] Object::FailoverNodeInfo(_) => "FailoverNodeInfo",
             Object::FaultDomainId(_) => "FaultDomainId",
             #[cfg(feature = "all-faults")] Object::FaultToleranceAntiAffinityViolated(_) => "FaultToleranceAntiAffinityViolated",
             #[cfg(feature = "all-faults")] Object::FaultToleranceCannotEditMem(_) => "FaultToleranceCannotEditMem",
@@ -673,7 +598,7 @@ impl x::DataObject for Object {
             Object::FaultsByVM(_) => "FaultsByVM",
             Object::FcoeConfig(_) => "FcoeConfig",
             Object::FcoeConfigFcoeCapabilities(_) => "FcoeConfigFcoeCapabilities",
-            Object::FcoeConfigFcoeSpecification(_) => "FcoeConfigFcoeSpecification",
+            #[cfg(feature = "admin")] Object::FcoeConfigFcoeSpecification(_) => "FcoeConfigFcoeSpecification",
             Object::FcoeConfigVlanRange(_) => "FcoeConfigVlanRange",
             #[cfg(feature = "all-faults")] Object::FcoeFault(_) => "FcoeFault",
             #[cfg(feature = "all-faults")] Object::FcoeFaultPnicHasNoPortSet(_) => "FcoeFaultPnicHasNoPortSet",
@@ -712,7 +637,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -724,21 +649,21 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::ExtendedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ExtendedEventPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::ExtendedFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::Extension(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExtensionClientInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExtensionEventTypeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExtensionFaultTypeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExtensionHealthInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExtensionManagerIpAllocationUsage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExtensionOvfConsumerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExtensionPrivilegeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExtensionResourceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExtensionServerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ExtensionTaskTypeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::Extension(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ExtensionClientInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ExtensionEventTypeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ExtensionFaultTypeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ExtensionHealthInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ExtensionManagerIpAllocationUsage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ExtensionOvfConsumerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ExtensionPrivilegeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ExtensionResourceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ExtensionServerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ExtensionTaskTypeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::FailToEnableSPBM(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::FailToLockFaultToleranceVMs(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::FailoverLevelRestored(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FailoverNodeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::FailoverNodeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FaultDomainId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::FaultToleranceAntiAffinityViolated(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::FaultToleranceCannotEditMem(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -760,7 +685,7 @@ impl x::DataObject for Object {
             Object::FaultsByVM(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FcoeConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FcoeConfigFcoeCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FcoeConfigFcoeSpecification(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::FcoeConfigFcoeSpecification(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FcoeConfigVlanRange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::FcoeFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::FcoeFaultPnicHasNoPortSet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -842,7 +767,7 @@ impl x::DataObject for Object {
     }
 }
 
-impl x::ObjectType for Extension {
+#[cfg(feature = "admin")] impl x::ObjectType for Extension {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -858,7 +783,7 @@ impl x::ObjectType for Extension {
     }
 }
 
-impl x::ObjectType for ExtensionClientInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ExtensionClientInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -874,7 +799,7 @@ impl x::ObjectType for ExtensionClientInfo {
     }
 }
 
-impl x::ObjectType for ExtensionEventTypeInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ExtensionEventTypeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -890,7 +815,7 @@ impl x::ObjectType for ExtensionEventTypeInfo {
     }
 }
 
-impl x::ObjectType for ExtensionFaultTypeInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ExtensionFaultTypeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -906,7 +831,7 @@ impl x::ObjectType for ExtensionFaultTypeInfo {
     }
 }
 
-impl x::ObjectType for ExtensionHealthInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ExtensionHealthInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -922,7 +847,7 @@ impl x::ObjectType for ExtensionHealthInfo {
     }
 }
 
-impl x::ObjectType for ExtensionManagerIpAllocationUsage {
+#[cfg(feature = "admin")] impl x::ObjectType for ExtensionManagerIpAllocationUsage {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -938,7 +863,7 @@ impl x::ObjectType for ExtensionManagerIpAllocationUsage {
     }
 }
 
-impl x::ObjectType for ExtensionOvfConsumerInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ExtensionOvfConsumerInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -954,7 +879,7 @@ impl x::ObjectType for ExtensionOvfConsumerInfo {
     }
 }
 
-impl x::ObjectType for ExtensionPrivilegeInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ExtensionPrivilegeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -970,7 +895,7 @@ impl x::ObjectType for ExtensionPrivilegeInfo {
     }
 }
 
-impl x::ObjectType for ExtensionResourceInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ExtensionResourceInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -986,7 +911,7 @@ impl x::ObjectType for ExtensionResourceInfo {
     }
 }
 
-impl x::ObjectType for ExtensionServerInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ExtensionServerInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1002,7 +927,7 @@ impl x::ObjectType for ExtensionServerInfo {
     }
 }
 
-impl x::ObjectType for ExtensionTaskTypeInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ExtensionTaskTypeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1066,7 +991,7 @@ impl x::ObjectType for ExtensionTaskTypeInfo {
     }
 }
 
-impl x::ObjectType for FailoverNodeInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for FailoverNodeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1418,7 +1343,7 @@ impl x::ObjectType for FcoeConfigFcoeCapabilities {
     }
 }
 
-impl x::ObjectType for FcoeConfigFcoeSpecification {
+#[cfg(feature = "admin")] impl x::ObjectType for FcoeConfigFcoeSpecification {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

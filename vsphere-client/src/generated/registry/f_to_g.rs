@@ -584,77 +584,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::FloppyImageFileQuery(v) => Object::FloppyImageFileQuery(Box::new((**v).clone())),
-            Object::FolderBatchAddHostsToClusterResult(v) => Object::FolderBatchAddHostsToClusterResult(Box::new((**v).clone())),
-            Object::FolderBatchAddStandaloneHostsResult(v) => Object::FolderBatchAddStandaloneHostsResult(Box::new((**v).clone())),
-            Object::FolderDesiredHostState(v) => Object::FolderDesiredHostState(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::FolderEventArgument(v) => Object::FolderEventArgument(Box::new((**v).clone())),
-            Object::FolderExternallyManagedFolderInfo(v) => Object::FolderExternallyManagedFolderInfo(Box::new((**v).clone())),
-            Object::FolderExternallyManagedFolderType(v) => Object::FolderExternallyManagedFolderType(Box::new((**v).clone())),
-            Object::FolderFailedHostResult(v) => Object::FolderFailedHostResult(Box::new((**v).clone())),
-            Object::FolderFileInfo(v) => Object::FolderFileInfo(Box::new((**v).clone())),
-            Object::FolderFileQuery(v) => Object::FolderFileQuery(Box::new((**v).clone())),
-            Object::FolderNewHostSpec(v) => Object::FolderNewHostSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FtIssuesOnHost(v) => Object::FtIssuesOnHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FtIssuesOnHostHostSelectionType(v) => Object::FtIssuesOnHostHostSelectionType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FtVmHostRuleViolation(v) => Object::FtVmHostRuleViolation(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FullStorageVMotionNotSupported(v) => Object::FullStorageVMotionNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GatewayConnectFault(v) => Object::GatewayConnectFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GatewayHostNotReachable(v) => Object::GatewayHostNotReachable(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GatewayNotFound(v) => Object::GatewayNotFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GatewayNotReachable(v) => Object::GatewayNotReachable(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GatewayOperationRefused(v) => Object::GatewayOperationRefused(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GatewayToHostAuthFault(v) => Object::GatewayToHostAuthFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GatewayToHostConnectFault(v) => Object::GatewayToHostConnectFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GatewayToHostTrustVerifyFault(v) => Object::GatewayToHostTrustVerifyFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::GeneralEvent(v) => Object::GeneralEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::GeneralHostErrorEvent(v) => Object::GeneralHostErrorEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::GeneralHostInfoEvent(v) => Object::GeneralHostInfoEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::GeneralHostWarningEvent(v) => Object::GeneralHostWarningEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::GeneralUserEvent(v) => Object::GeneralUserEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::GeneralVmErrorEvent(v) => Object::GeneralVmErrorEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::GeneralVmInfoEvent(v) => Object::GeneralVmInfoEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::GeneralVmWarningEvent(v) => Object::GeneralVmWarningEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GenericDrsFault(v) => Object::GenericDrsFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GenericVmConfigFault(v) => Object::GenericVmConfigFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::GhostDvsProxySwitchDetectedEvent(v) => Object::GhostDvsProxySwitchDetectedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::GhostDvsProxySwitchRemovedEvent(v) => Object::GhostDvsProxySwitchRemovedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::GlobalMessageChangedEvent(v) => Object::GlobalMessageChangedEvent(Box::new((**v).clone())),
-            Object::GroupAlarmAction(v) => Object::GroupAlarmAction(Box::new((**v).clone())),
-            Object::GuestAliases(v) => Object::GuestAliases(Box::new((**v).clone())),
-            Object::GuestAuthAliasInfo(v) => Object::GuestAuthAliasInfo(Box::new((**v).clone())),
-            Object::GuestAuthAnySubject(v) => Object::GuestAuthAnySubject(Box::new((**v).clone())),
-            Object::GuestAuthNamedSubject(v) => Object::GuestAuthNamedSubject(Box::new((**v).clone())),
-            Object::GuestAuthSubject(v) => Object::GuestAuthSubject(Box::new((**v).clone())),
-            Object::GuestAuthentication(v) => Object::GuestAuthentication(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GuestAuthenticationChallenge(v) => Object::GuestAuthenticationChallenge(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GuestComponentsOutOfDate(v) => Object::GuestComponentsOutOfDate(Box::new((**v).clone())),
-            Object::GuestDiskInfo(v) => Object::GuestDiskInfo(Box::new((**v).clone())),
-            Object::GuestFileAttributes(v) => Object::GuestFileAttributes(Box::new((**v).clone())),
-            Object::GuestFileInfo(v) => Object::GuestFileInfo(Box::new((**v).clone())),
-            Object::GuestFileType(v) => Object::GuestFileType(Box::new((**v).clone())),
-            Object::GuestInfo(v) => Object::GuestInfo(Box::new((**v).clone())),
-            Object::GuestInfoAppStateType(v) => Object::GuestInfoAppStateType(Box::new((**v).clone())),
-            Object::GuestInfoCustomizationInfo(v) => Object::GuestInfoCustomizationInfo(Box::new((**v).clone())),
-            Object::GuestInfoCustomizationStatus(v) => Object::GuestInfoCustomizationStatus(Box::new((**v).clone())),
-            Object::GuestInfoNamespaceGenerationInfo(v) => Object::GuestInfoNamespaceGenerationInfo(Box::new((**v).clone())),
-            Object::GuestInfoVirtualDiskMapping(v) => Object::GuestInfoVirtualDiskMapping(Box::new((**v).clone())),
-            Object::GuestListFileInfo(v) => Object::GuestListFileInfo(Box::new((**v).clone())),
-            Object::GuestMappedAliases(v) => Object::GuestMappedAliases(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GuestMultipleMappings(v) => Object::GuestMultipleMappings(Box::new((**v).clone())),
-            Object::GuestNicInfo(v) => Object::GuestNicInfo(Box::new((**v).clone())),
-            Object::GuestOperationsFault(v) => Object::GuestOperationsFault(Box::new((**v).clone())),
-            Object::GuestOperationsUnavailable(v) => Object::GuestOperationsUnavailable(Box::new((**v).clone())),
-            Object::GuestOsDescriptor(v) => Object::GuestOsDescriptor(Box::new((**v).clone())),
-            Object::GuestOsDescriptorFirmwareType(v) => Object::GuestOsDescriptorFirmwareType(Box::new((**v).clone())),
-            Object::GuestOsDescriptorSupportLevel(v) => Object::GuestOsDescriptorSupportLevel(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -732,7 +661,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -224,44 +224,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::GuestPermissionDenied(v) => Object::GuestPermissionDenied(Box::new((**v).clone())),
-            Object::GuestPosixFileAttributes(v) => Object::GuestPosixFileAttributes(Box::new((**v).clone())),
-            Object::GuestProcessInfo(v) => Object::GuestProcessInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GuestProcessNotFound(v) => Object::GuestProcessNotFound(Box::new((**v).clone())),
-            Object::GuestProgramSpec(v) => Object::GuestProgramSpec(Box::new((**v).clone())),
-            Object::GuestQuiesceEndGuestQuiesceError(v) => Object::GuestQuiesceEndGuestQuiesceError(Box::new((**v).clone())),
-            Object::GuestRegKeyNameSpec(v) => Object::GuestRegKeyNameSpec(Box::new((**v).clone())),
-            Object::GuestRegKeyRecordSpec(v) => Object::GuestRegKeyRecordSpec(Box::new((**v).clone())),
-            Object::GuestRegKeySpec(v) => Object::GuestRegKeySpec(Box::new((**v).clone())),
-            Object::GuestRegKeyWowSpec(v) => Object::GuestRegKeyWowSpec(Box::new((**v).clone())),
-            Object::GuestRegValueBinarySpec(v) => Object::GuestRegValueBinarySpec(Box::new((**v).clone())),
-            Object::GuestRegValueDataSpec(v) => Object::GuestRegValueDataSpec(Box::new((**v).clone())),
-            Object::GuestRegValueDwordSpec(v) => Object::GuestRegValueDwordSpec(Box::new((**v).clone())),
-            Object::GuestRegValueExpandStringSpec(v) => Object::GuestRegValueExpandStringSpec(Box::new((**v).clone())),
-            Object::GuestRegValueMultiStringSpec(v) => Object::GuestRegValueMultiStringSpec(Box::new((**v).clone())),
-            Object::GuestRegValueNameSpec(v) => Object::GuestRegValueNameSpec(Box::new((**v).clone())),
-            Object::GuestRegValueQwordSpec(v) => Object::GuestRegValueQwordSpec(Box::new((**v).clone())),
-            Object::GuestRegValueSpec(v) => Object::GuestRegValueSpec(Box::new((**v).clone())),
-            Object::GuestRegValueStringSpec(v) => Object::GuestRegValueStringSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryFault(v) => Object::GuestRegistryFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyAlreadyExists(v) => Object::GuestRegistryKeyAlreadyExists(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyFault(v) => Object::GuestRegistryKeyFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyHasSubkeys(v) => Object::GuestRegistryKeyHasSubkeys(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyInvalid(v) => Object::GuestRegistryKeyInvalid(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryKeyParentVolatile(v) => Object::GuestRegistryKeyParentVolatile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryValueFault(v) => Object::GuestRegistryValueFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::GuestRegistryValueNotFound(v) => Object::GuestRegistryValueNotFound(Box::new((**v).clone())),
-            Object::GuestScreenInfo(v) => Object::GuestScreenInfo(Box::new((**v).clone())),
-            Object::GuestStackInfo(v) => Object::GuestStackInfo(Box::new((**v).clone())),
-            Object::GuestWindowsFileAttributes(v) => Object::GuestWindowsFileAttributes(Box::new((**v).clone())),
-            Object::GuestWindowsProgramSpec(v) => Object::GuestWindowsProgramSpec(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -306,7 +268,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -446,12 +446,12 @@ pub enum Object {
     HbrTargetSpecReplacement(Box<HbrTargetSpecReplacement>),
     #[cfg(feature = "all-events")] HealthStatusChangedEvent(Box<HealthStatusChangedEvent>),
     HealthSystemRuntime(Box<HealthSystemRuntime>),
-    HealthUpdate(Box<HealthUpdate>),
-    HealthUpdateInfo(Box<HealthUpdateInfo>),
+    #[cfg(feature = "admin")] HealthUpdate(Box<HealthUpdate>),
+    #[cfg(feature = "admin")] HealthUpdateInfo(Box<HealthUpdateInfo>),
     HealthUpdateInfoComponentType(Box<HealthUpdateInfoComponentType>),
     #[cfg(feature = "all-faults")] HeterogenousHostsBlockingEVC(Box<HeterogenousHostsBlockingEVC>),
-    HostAccessControlEntry(Box<HostAccessControlEntry>),
-    HostAccessMode(Box<HostAccessMode>),
+    #[cfg(feature = "admin")] HostAccessControlEntry(Box<HostAccessControlEntry>),
+    #[cfg(feature = "admin")] HostAccessMode(Box<HostAccessMode>),
     #[cfg(feature = "all-faults")] HostAccessRestrictedToManagementServer(Box<HostAccessRestrictedToManagementServer>),
     HostAccountSpec(Box<HostAccountSpec>),
     HostActiveDirectory(Box<HostActiveDirectory>),
@@ -475,19 +475,19 @@ pub enum Object {
     HostBIOSInfoFirmwareType(Box<HostBIOSInfoFirmwareType>),
     HostBlockAdapterTargetTransport(Box<HostBlockAdapterTargetTransport>),
     HostBlockHba(Box<HostBlockHba>),
-    HostBootDevice(Box<HostBootDevice>),
-    HostBootDeviceInfo(Box<HostBootDeviceInfo>),
+    #[cfg(feature = "admin")] HostBootDevice(Box<HostBootDevice>),
+    #[cfg(feature = "admin")] HostBootDeviceInfo(Box<HostBootDeviceInfo>),
     HostCacheConfigurationInfo(Box<HostCacheConfigurationInfo>),
-    HostCacheConfigurationSpec(Box<HostCacheConfigurationSpec>),
+    #[cfg(feature = "admin")] HostCacheConfigurationSpec(Box<HostCacheConfigurationSpec>),
     HostCapability(Box<HostCapability>),
     HostCapabilityDRTMTypes(Box<HostCapabilityDRTMTypes>),
     HostCapabilityFtUnsupportedReason(Box<HostCapabilityFtUnsupportedReason>),
     HostCapabilityUnmapMethodSupported(Box<HostCapabilityUnmapMethodSupported>),
     HostCapabilityVmDirectPathGen2UnsupportedReason(Box<HostCapabilityVmDirectPathGen2UnsupportedReason>),
-    HostCertificateManagerCertificateInfo(Box<HostCertificateManagerCertificateInfo>),
+    #[cfg(feature = "admin")] HostCertificateManagerCertificateInfo(Box<HostCertificateManagerCertificateInfo>),
     HostCertificateManagerCertificateInfoCertificateStatus(Box<HostCertificateManagerCertificateInfoCertificateStatus>),
     HostCertificateManagerCertificateKind(Box<HostCertificateManagerCertificateKind>),
-    HostCertificateManagerCertificateSpec(Box<HostCertificateManagerCertificateSpec>),
+    #[cfg(feature = "admin")] HostCertificateManagerCertificateSpec(Box<HostCertificateManagerCertificateSpec>),
     HostCertificateManagerCryptoAlgorithm(Box<HostCertificateManagerCryptoAlgorithm>),
     #[cfg(feature = "all-events")] HostCnxFailedAccountFailedEvent(Box<HostCnxFailedAccountFailedEvent>),
     #[cfg(feature = "all-events")] HostCnxFailedAlreadyManagedEvent(Box<HostCnxFailedAlreadyManagedEvent>),
@@ -518,12 +518,12 @@ fn decode(
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HbrTargetSpecReplacement(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthStatusChangedEvent(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthSystemRuntime(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthUpdate(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthUpdateInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthUpdate(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthUpdateInfo(v), Err(e) => return Some(Err(e)) },
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HealthUpdateInfoComponentType(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HeterogenousHostsBlockingEVC(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccessControlEntry(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccessMode(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccessControlEntry(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccessMode(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccessRestrictedToManagementServer(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccountSpec(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectory(v), Err(e) => return Some(Err(e)) },
@@ -547,19 +547,19 @@ fn decode(
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBIOSInfoFirmwareType(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBlockAdapterTargetTransport(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBlockHba(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBootDevice(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBootDeviceInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBootDevice(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBootDeviceInfo(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCacheConfigurationInfo(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCacheConfigurationSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCacheConfigurationSpec(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapability(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapabilityDRTMTypes(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapabilityFtUnsupportedReason(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapabilityUnmapMethodSupported(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCertificateInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCertificateInfo(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCertificateInfoCertificateStatus(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCertificateKind(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCertificateSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCertificateSpec(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCertificateManagerCryptoAlgorithm(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedAccountFailedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCnxFailedAlreadyManagedEvent(v), Err(e) => return Some(Err(e)) },
@@ -584,12 +584,12 @@ impl std::fmt::Debug for Object {
             Object::HbrTargetSpecReplacement(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HealthStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HealthSystemRuntime(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HealthUpdate(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HealthUpdateInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HealthUpdate(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HealthUpdateInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HealthUpdateInfoComponentType(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::HeterogenousHostsBlockingEVC(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostAccessControlEntry(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostAccessMode(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostAccessControlEntry(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostAccessMode(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::HostAccessRestrictedToManagementServer(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostAccountSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostActiveDirectory(v) => std::fmt::Debug::fmt(&**v, f),
@@ -613,19 +613,19 @@ impl std::fmt::Debug for Object {
             Object::HostBIOSInfoFirmwareType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostBlockAdapterTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostBlockHba(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostBootDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostBootDeviceInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostBootDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostBootDeviceInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCacheConfigurationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCacheConfigurationSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostCacheConfigurationSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCapabilityDRTMTypes(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCapabilityFtUnsupportedReason(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCapabilityUnmapMethodSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCertificateManagerCertificateInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostCertificateManagerCertificateInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCertificateManagerCertificateInfoCertificateStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCertificateManagerCertificateKind(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCertificateManagerCertificateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostCertificateManagerCertificateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCertificateManagerCryptoAlgorithm(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostCnxFailedAccountFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostCnxFailedAlreadyManagedEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -643,71 +643,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-faults")] Object::HAErrorsAtDest(v) => Object::HAErrorsAtDest(Box::new((**v).clone())),
-            Object::HbrDiskMigrationAction(v) => Object::HbrDiskMigrationAction(Box::new((**v).clone())),
-            Object::HbrManagerReplicationVmInfo(v) => Object::HbrManagerReplicationVmInfo(Box::new((**v).clone())),
-            Object::HbrManagerVmReplicationCapability(v) => Object::HbrManagerVmReplicationCapability(Box::new((**v).clone())),
-            Object::HbrReplicationTargetSpec(v) => Object::HbrReplicationTargetSpec(Box::new((**v).clone())),
-            Object::HbrTargetSpec(v) => Object::HbrTargetSpec(Box::new((**v).clone())),
-            Object::HbrTargetSpecReplacement(v) => Object::HbrTargetSpecReplacement(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HealthStatusChangedEvent(v) => Object::HealthStatusChangedEvent(Box::new((**v).clone())),
-            Object::HealthSystemRuntime(v) => Object::HealthSystemRuntime(Box::new((**v).clone())),
-            Object::HealthUpdate(v) => Object::HealthUpdate(Box::new((**v).clone())),
-            Object::HealthUpdateInfo(v) => Object::HealthUpdateInfo(Box::new((**v).clone())),
-            Object::HealthUpdateInfoComponentType(v) => Object::HealthUpdateInfoComponentType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HeterogenousHostsBlockingEVC(v) => Object::HeterogenousHostsBlockingEVC(Box::new((**v).clone())),
-            Object::HostAccessControlEntry(v) => Object::HostAccessControlEntry(Box::new((**v).clone())),
-            Object::HostAccessMode(v) => Object::HostAccessMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostAccessRestrictedToManagementServer(v) => Object::HostAccessRestrictedToManagementServer(Box::new((**v).clone())),
-            Object::HostAccountSpec(v) => Object::HostAccountSpec(Box::new((**v).clone())),
-            Object::HostActiveDirectory(v) => Object::HostActiveDirectory(Box::new((**v).clone())),
-            Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => Object::HostActiveDirectoryAuthenticationCertificateDigest(Box::new((**v).clone())),
-            Object::HostActiveDirectoryInfo(v) => Object::HostActiveDirectoryInfo(Box::new((**v).clone())),
-            Object::HostActiveDirectoryInfoDomainMembershipStatus(v) => Object::HostActiveDirectoryInfoDomainMembershipStatus(Box::new((**v).clone())),
-            Object::HostActiveDirectorySpec(v) => Object::HostActiveDirectorySpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostAddFailedEvent(v) => Object::HostAddFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostAddedEvent(v) => Object::HostAddedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostAdminDisableEvent(v) => Object::HostAdminDisableEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostAdminEnableEvent(v) => Object::HostAdminEnableEvent(Box::new((**v).clone())),
-            Object::HostApplyProfile(v) => Object::HostApplyProfile(Box::new((**v).clone())),
-            Object::HostAssignableHardwareBinding(v) => Object::HostAssignableHardwareBinding(Box::new((**v).clone())),
-            Object::HostAssignableHardwareConfig(v) => Object::HostAssignableHardwareConfig(Box::new((**v).clone())),
-            Object::HostAssignableHardwareConfigAttributeOverride(v) => Object::HostAssignableHardwareConfigAttributeOverride(Box::new((**v).clone())),
-            Object::HostAuthenticationInfo(v) => Object::HostAuthenticationInfo(Box::new((**v).clone())),
-            Object::HostAuthenticationManagerInfo(v) => Object::HostAuthenticationManagerInfo(Box::new((**v).clone())),
-            Object::HostAuthenticationStoreInfo(v) => Object::HostAuthenticationStoreInfo(Box::new((**v).clone())),
-            Object::HostAutoStartManagerConfig(v) => Object::HostAutoStartManagerConfig(Box::new((**v).clone())),
-            Object::HostBIOSInfo(v) => Object::HostBIOSInfo(Box::new((**v).clone())),
-            Object::HostBIOSInfoFirmwareType(v) => Object::HostBIOSInfoFirmwareType(Box::new((**v).clone())),
-            Object::HostBlockAdapterTargetTransport(v) => Object::HostBlockAdapterTargetTransport(Box::new((**v).clone())),
-            Object::HostBlockHba(v) => Object::HostBlockHba(Box::new((**v).clone())),
-            Object::HostBootDevice(v) => Object::HostBootDevice(Box::new((**v).clone())),
-            Object::HostBootDeviceInfo(v) => Object::HostBootDeviceInfo(Box::new((**v).clone())),
-            Object::HostCacheConfigurationInfo(v) => Object::HostCacheConfigurationInfo(Box::new((**v).clone())),
-            Object::HostCacheConfigurationSpec(v) => Object::HostCacheConfigurationSpec(Box::new((**v).clone())),
-            Object::HostCapability(v) => Object::HostCapability(Box::new((**v).clone())),
-            Object::HostCapabilityDRTMTypes(v) => Object::HostCapabilityDRTMTypes(Box::new((**v).clone())),
-            Object::HostCapabilityFtUnsupportedReason(v) => Object::HostCapabilityFtUnsupportedReason(Box::new((**v).clone())),
-            Object::HostCapabilityUnmapMethodSupported(v) => Object::HostCapabilityUnmapMethodSupported(Box::new((**v).clone())),
-            Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v) => Object::HostCapabilityVmDirectPathGen2UnsupportedReason(Box::new((**v).clone())),
-            Object::HostCertificateManagerCertificateInfo(v) => Object::HostCertificateManagerCertificateInfo(Box::new((**v).clone())),
-            Object::HostCertificateManagerCertificateInfoCertificateStatus(v) => Object::HostCertificateManagerCertificateInfoCertificateStatus(Box::new((**v).clone())),
-            Object::HostCertificateManagerCertificateKind(v) => Object::HostCertificateManagerCertificateKind(Box::new((**v).clone())),
-            Object::HostCertificateManagerCertificateSpec(v) => Object::HostCertificateManagerCertificateSpec(Box::new((**v).clone())),
-            Object::HostCertificateManagerCryptoAlgorithm(v) => Object::HostCertificateManagerCryptoAlgorithm(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedAccountFailedEvent(v) => Object::HostCnxFailedAccountFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedAlreadyManagedEvent(v) => Object::HostCnxFailedAlreadyManagedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedBadCcagentEvent(v) => Object::HostCnxFailedBadCcagentEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedBadUsernameEvent(v) => Object::HostCnxFailedBadUsernameEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedBadVersionEvent(v) => Object::HostCnxFailedBadVersionEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedCcagentUpgradeEvent(v) => Object::HostCnxFailedCcagentUpgradeEvent(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -720,12 +655,12 @@ impl x::DataObject for Object {
             Object::HbrTargetSpecReplacement(_) => "HbrTargetSpecReplacement",
             #[cfg(feature = "all-events")] Object::HealthStatusChangedEvent(_) => "HealthStatusChangedEvent",
             Object::HealthSystemRuntime(_) => "HealthSystemRuntime",
-            Object::HealthUpdate(_) => "HealthUpdate",
-            Object::HealthUpdateInfo(_) => "HealthUpdateInfo",
+            #[cfg(feature = "admin")] Object::HealthUpdate(_) => "HealthUpdate",
+            #[cfg(feature = "admin")] Object::HealthUpdateInfo(_) => "HealthUpdateInfo",
             Object::HealthUpdateInfoComponentType(_) => "HealthUpdateInfoComponentType",
             #[cfg(feature = "all-faults")] Object::HeterogenousHostsBlockingEVC(_) => "HeterogenousHostsBlockingEVC",
-            Object::HostAccessControlEntry(_) => "HostAccessControlEntry",
-            Object::HostAccessMode(_) => "HostAccessMode",
+            #[cfg(feature = "admin")] Object::HostAccessControlEntry(_) => "HostAccessControlEntry",
+            #[cfg(feature = "admin")] Object::HostAccessMode(_) => "HostAccessMode",
             #[cfg(feature = "all-faults")] Object::HostAccessRestrictedToManagementServer(_) => "HostAccessRestrictedToManagementServer",
             Object::HostAccountSpec(_) => "HostAccountSpec",
             Object::HostActiveDirectory(_) => "HostActiveDirectory",
@@ -749,19 +684,19 @@ impl x::DataObject for Object {
             Object::HostBIOSInfoFirmwareType(_) => "HostBIOSInfoFirmwareType",
             Object::HostBlockAdapterTargetTransport(_) => "HostBlockAdapterTargetTransport",
             Object::HostBlockHba(_) => "HostBlockHba",
-            Object::HostBootDevice(_) => "HostBootDevice",
-            Object::HostBootDeviceInfo(_) => "HostBootDeviceInfo",
+            #[cfg(feature = "admin")] Object::HostBootDevice(_) => "HostBootDevice",
+            #[cfg(feature = "admin")] Object::HostBootDeviceInfo(_) => "HostBootDeviceInfo",
             Object::HostCacheConfigurationInfo(_) => "HostCacheConfigurationInfo",
-            Object::HostCacheConfigurationSpec(_) => "HostCacheConfigurationSpec",
+            #[cfg(feature = "admin")] Object::HostCacheConfigurationSpec(_) => "HostCacheConfigurationSpec",
             Object::HostCapability(_) => "HostCapability",
             Object::HostCapabilityDRTMTypes(_) => "HostCapabilityDRTMTypes",
             Object::HostCapabilityFtUnsupportedReason(_) => "HostCapabilityFtUnsupportedReason",
             Object::HostCapabilityUnmapMethodSupported(_) => "HostCapabilityUnmapMethodSupported",
             Object::HostCapabilityVmDirectPathGen2UnsupportedReason(_) => "HostCapabilityVmDirectPathGen2UnsupportedReason",
-            Object::HostCertificateManagerCertificateInfo(_) => "HostCertificateManagerCertificateInfo",
+            #[cfg(feature = "admin")] Object::HostCertificateManagerCertificateInfo(_) => "HostCertificateManagerCertificateInfo",
             Object::HostCertificateManagerCertificateInfoCertificateStatus(_) => "HostCertificateManagerCertificateInfoCertificateStatus",
             Object::HostCertificateManagerCertificateKind(_) => "HostCertificateManagerCertificateKind",
-            Object::HostCertificateManagerCertificateSpec(_) => "HostCertificateManagerCertificateSpec",
+            #[cfg(feature = "admin")] Object::HostCertificateManagerCertificateSpec(_) => "HostCertificateManagerCertificateSpec",
             Object::HostCertificateManagerCryptoAlgorithm(_) => "HostCertificateManagerCryptoAlgorithm",
             #[cfg(feature = "all-events")] Object::HostCnxFailedAccountFailedEvent(_) => "HostCnxFailedAccountFailedEvent",
             #[cfg(feature = "all-events")] Object::HostCnxFailedAlreadyManagedEvent(_) => "HostCnxFailedAlreadyManagedEvent",
@@ -779,7 +714,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -797,12 +732,12 @@ impl x::DataObject for Object {
             Object::HbrTargetSpecReplacement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HealthStatusChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HealthSystemRuntime(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HealthUpdate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HealthUpdateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HealthUpdate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HealthUpdateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HealthUpdateInfoComponentType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::HeterogenousHostsBlockingEVC(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostAccessControlEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostAccessMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostAccessControlEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostAccessMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::HostAccessRestrictedToManagementServer(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostAccountSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostActiveDirectory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -826,19 +761,19 @@ impl x::DataObject for Object {
             Object::HostBIOSInfoFirmwareType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostBlockAdapterTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostBlockHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostBootDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostBootDeviceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostBootDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostBootDeviceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCacheConfigurationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCacheConfigurationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostCacheConfigurationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCapabilityDRTMTypes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCapabilityFtUnsupportedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCapabilityUnmapMethodSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCertificateManagerCertificateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostCertificateManagerCertificateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCertificateManagerCertificateInfoCertificateStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCertificateManagerCertificateKind(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCertificateManagerCertificateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostCertificateManagerCertificateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCertificateManagerCryptoAlgorithm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostCnxFailedAccountFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostCnxFailedAlreadyManagedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -995,7 +930,7 @@ impl x::ObjectType for HealthSystemRuntime {
     }
 }
 
-impl x::ObjectType for HealthUpdate {
+#[cfg(feature = "admin")] impl x::ObjectType for HealthUpdate {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1011,7 +946,7 @@ impl x::ObjectType for HealthUpdate {
     }
 }
 
-impl x::ObjectType for HealthUpdateInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HealthUpdateInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1059,7 +994,7 @@ impl x::ObjectType for HealthUpdateInfoComponentType {
     }
 }
 
-impl x::ObjectType for HostAccessControlEntry {
+#[cfg(feature = "admin")] impl x::ObjectType for HostAccessControlEntry {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1075,7 +1010,7 @@ impl x::ObjectType for HostAccessControlEntry {
     }
 }
 
-impl x::ObjectType for HostAccessMode {
+#[cfg(feature = "admin")] impl x::ObjectType for HostAccessMode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1459,7 +1394,7 @@ impl x::ObjectType for HostBlockHba {
     }
 }
 
-impl x::ObjectType for HostBootDevice {
+#[cfg(feature = "admin")] impl x::ObjectType for HostBootDevice {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1475,7 +1410,7 @@ impl x::ObjectType for HostBootDevice {
     }
 }
 
-impl x::ObjectType for HostBootDeviceInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostBootDeviceInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1507,7 +1442,7 @@ impl x::ObjectType for HostCacheConfigurationInfo {
     }
 }
 
-impl x::ObjectType for HostCacheConfigurationSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostCacheConfigurationSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1603,7 +1538,7 @@ impl x::ObjectType for HostCapabilityVmDirectPathGen2UnsupportedReason {
     }
 }
 
-impl x::ObjectType for HostCertificateManagerCertificateInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostCertificateManagerCertificateInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1651,7 +1586,7 @@ impl x::ObjectType for HostCertificateManagerCertificateKind {
     }
 }
 
-impl x::ObjectType for HostCertificateManagerCertificateSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostCertificateManagerCertificateSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -309,10 +309,10 @@ pub enum Object {
     HostVmfsVolumeUnmapBandwidthPolicy(Box<HostVmfsVolumeUnmapBandwidthPolicy>),
     HostVmfsVolumeUnmapPriority(Box<HostVmfsVolumeUnmapPriority>),
     #[cfg(feature = "all-events")] HostVnicConnectedToCustomizedDVPortEvent(Box<HostVnicConnectedToCustomizedDVPortEvent>),
-    HostVsanInternalSystemCmmdsQuery(Box<HostVsanInternalSystemCmmdsQuery>),
-    HostVsanInternalSystemDeleteVsanObjectsResult(Box<HostVsanInternalSystemDeleteVsanObjectsResult>),
-    HostVsanInternalSystemVsanObjectOperationResult(Box<HostVsanInternalSystemVsanObjectOperationResult>),
-    HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(Box<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>),
+    #[cfg(feature = "admin")] HostVsanInternalSystemCmmdsQuery(Box<HostVsanInternalSystemCmmdsQuery>),
+    #[cfg(feature = "admin")] HostVsanInternalSystemDeleteVsanObjectsResult(Box<HostVsanInternalSystemDeleteVsanObjectsResult>),
+    #[cfg(feature = "admin")] HostVsanInternalSystemVsanObjectOperationResult(Box<HostVsanInternalSystemVsanObjectOperationResult>),
+    #[cfg(feature = "admin")] HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(Box<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>),
     HostVvolNQN(Box<HostVvolNQN>),
     HostVvolVolume(Box<HostVvolVolume>),
     HostVvolVolumeHostVvolNQN(Box<HostVvolVolumeHostVvolNQN>),
@@ -320,7 +320,7 @@ pub enum Object {
     #[cfg(feature = "all-events")] HostWwnChangedEvent(Box<HostWwnChangedEvent>),
     #[cfg(feature = "all-events")] HostWwnConflictEvent(Box<HostWwnConflictEvent>),
     #[cfg(feature = "all-faults")] HotSnapshotMoveNotSupported(Box<HotSnapshotMoveNotSupported>),
-    HourlyTaskScheduler(Box<HourlyTaskScheduler>),
+    #[cfg(feature = "admin")] HourlyTaskScheduler(Box<HourlyTaskScheduler>),
     #[cfg(feature = "all-faults")] HttpFault(Box<HttpFault>),
     HttpNfcLeaseCapabilities(Box<HttpNfcLeaseCapabilities>),
     HttpNfcLeaseDatastoreLeaseInfo(Box<HttpNfcLeaseDatastoreLeaseInfo>),
@@ -373,10 +373,10 @@ fn decode(
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVmfsVolumeUnmapBandwidthPolicy(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVmfsVolumeUnmapPriority(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVnicConnectedToCustomizedDVPortEvent(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVsanInternalSystemCmmdsQuery(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVsanInternalSystemDeleteVsanObjectsResult(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVsanInternalSystemVsanObjectOperationResult(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVsanInternalSystemCmmdsQuery(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVsanInternalSystemDeleteVsanObjectsResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVsanInternalSystemVsanObjectOperationResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVvolNQN(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVvolVolume(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVvolVolumeHostVvolNQN(v), Err(e) => return Some(Err(e)) },
@@ -384,7 +384,7 @@ fn decode(
         #[cfg(feature = "all-events")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostWwnChangedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostWwnConflictEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HotSnapshotMoveNotSupported(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HourlyTaskScheduler(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HourlyTaskScheduler(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HttpFault(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HttpNfcLeaseCapabilities(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HttpNfcLeaseDatastoreLeaseInfo(v), Err(e) => return Some(Err(e)) },
@@ -431,10 +431,10 @@ impl std::fmt::Debug for Object {
             Object::HostVmfsVolumeUnmapBandwidthPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVmfsVolumeUnmapPriority(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostVnicConnectedToCustomizedDVPortEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVsanInternalSystemCmmdsQuery(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVsanInternalSystemDeleteVsanObjectsResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVsanInternalSystemVsanObjectOperationResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVsanInternalSystemCmmdsQuery(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVsanInternalSystemDeleteVsanObjectsResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVsanInternalSystemVsanObjectOperationResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVvolNQN(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVvolVolume(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVvolVolumeHostVvolNQN(v) => std::fmt::Debug::fmt(&**v, f),
@@ -442,7 +442,7 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::HostWwnChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostWwnConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::HotSnapshotMoveNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HourlyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HourlyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::HttpFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HttpNfcLeaseCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HttpNfcLeaseDatastoreLeaseInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -462,63 +462,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::HostVffsVolume(v) => Object::HostVffsVolume(Box::new((**v).clone())),
-            Object::HostVirtualNic(v) => Object::HostVirtualNic(Box::new((**v).clone())),
-            Object::HostVirtualNicConfig(v) => Object::HostVirtualNicConfig(Box::new((**v).clone())),
-            Object::HostVirtualNicConnection(v) => Object::HostVirtualNicConnection(Box::new((**v).clone())),
-            Object::HostVirtualNicIpRouteSpec(v) => Object::HostVirtualNicIpRouteSpec(Box::new((**v).clone())),
-            Object::HostVirtualNicManagerInfo(v) => Object::HostVirtualNicManagerInfo(Box::new((**v).clone())),
-            Object::HostVirtualNicManagerNicType(v) => Object::HostVirtualNicManagerNicType(Box::new((**v).clone())),
-            Object::HostVirtualNicManagerNicTypeSelection(v) => Object::HostVirtualNicManagerNicTypeSelection(Box::new((**v).clone())),
-            Object::HostVirtualNicOpaqueNetworkSpec(v) => Object::HostVirtualNicOpaqueNetworkSpec(Box::new((**v).clone())),
-            Object::HostVirtualNicSpec(v) => Object::HostVirtualNicSpec(Box::new((**v).clone())),
-            Object::HostVirtualSwitch(v) => Object::HostVirtualSwitch(Box::new((**v).clone())),
-            Object::HostVirtualSwitchAutoBridge(v) => Object::HostVirtualSwitchAutoBridge(Box::new((**v).clone())),
-            Object::HostVirtualSwitchBeaconConfig(v) => Object::HostVirtualSwitchBeaconConfig(Box::new((**v).clone())),
-            Object::HostVirtualSwitchBondBridge(v) => Object::HostVirtualSwitchBondBridge(Box::new((**v).clone())),
-            Object::HostVirtualSwitchBridge(v) => Object::HostVirtualSwitchBridge(Box::new((**v).clone())),
-            Object::HostVirtualSwitchConfig(v) => Object::HostVirtualSwitchConfig(Box::new((**v).clone())),
-            Object::HostVirtualSwitchSimpleBridge(v) => Object::HostVirtualSwitchSimpleBridge(Box::new((**v).clone())),
-            Object::HostVirtualSwitchSpec(v) => Object::HostVirtualSwitchSpec(Box::new((**v).clone())),
-            Object::HostVmciAccessManagerAccessSpec(v) => Object::HostVmciAccessManagerAccessSpec(Box::new((**v).clone())),
-            Object::HostVmciAccessManagerMode(v) => Object::HostVmciAccessManagerMode(Box::new((**v).clone())),
-            Object::HostVmfsRescanResult(v) => Object::HostVmfsRescanResult(Box::new((**v).clone())),
-            Object::HostVmfsSpec(v) => Object::HostVmfsSpec(Box::new((**v).clone())),
-            Object::HostVmfsVolume(v) => Object::HostVmfsVolume(Box::new((**v).clone())),
-            Object::HostVmfsVolumeUnmapBandwidthPolicy(v) => Object::HostVmfsVolumeUnmapBandwidthPolicy(Box::new((**v).clone())),
-            Object::HostVmfsVolumeUnmapPriority(v) => Object::HostVmfsVolumeUnmapPriority(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostVnicConnectedToCustomizedDVPortEvent(v) => Object::HostVnicConnectedToCustomizedDVPortEvent(Box::new((**v).clone())),
-            Object::HostVsanInternalSystemCmmdsQuery(v) => Object::HostVsanInternalSystemCmmdsQuery(Box::new((**v).clone())),
-            Object::HostVsanInternalSystemDeleteVsanObjectsResult(v) => Object::HostVsanInternalSystemDeleteVsanObjectsResult(Box::new((**v).clone())),
-            Object::HostVsanInternalSystemVsanObjectOperationResult(v) => Object::HostVsanInternalSystemVsanObjectOperationResult(Box::new((**v).clone())),
-            Object::HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => Object::HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(Box::new((**v).clone())),
-            Object::HostVvolNQN(v) => Object::HostVvolNQN(Box::new((**v).clone())),
-            Object::HostVvolVolume(v) => Object::HostVvolVolume(Box::new((**v).clone())),
-            Object::HostVvolVolumeHostVvolNQN(v) => Object::HostVvolVolumeHostVvolNQN(Box::new((**v).clone())),
-            Object::HostVvolVolumeSpecification(v) => Object::HostVvolVolumeSpecification(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostWwnChangedEvent(v) => Object::HostWwnChangedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostWwnConflictEvent(v) => Object::HostWwnConflictEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HotSnapshotMoveNotSupported(v) => Object::HotSnapshotMoveNotSupported(Box::new((**v).clone())),
-            Object::HourlyTaskScheduler(v) => Object::HourlyTaskScheduler(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HttpFault(v) => Object::HttpFault(Box::new((**v).clone())),
-            Object::HttpNfcLeaseCapabilities(v) => Object::HttpNfcLeaseCapabilities(Box::new((**v).clone())),
-            Object::HttpNfcLeaseDatastoreLeaseInfo(v) => Object::HttpNfcLeaseDatastoreLeaseInfo(Box::new((**v).clone())),
-            Object::HttpNfcLeaseDeviceUrl(v) => Object::HttpNfcLeaseDeviceUrl(Box::new((**v).clone())),
-            Object::HttpNfcLeaseHostInfo(v) => Object::HttpNfcLeaseHostInfo(Box::new((**v).clone())),
-            Object::HttpNfcLeaseInfo(v) => Object::HttpNfcLeaseInfo(Box::new((**v).clone())),
-            Object::HttpNfcLeaseManifestEntry(v) => Object::HttpNfcLeaseManifestEntry(Box::new((**v).clone())),
-            Object::HttpNfcLeaseManifestEntryChecksumType(v) => Object::HttpNfcLeaseManifestEntryChecksumType(Box::new((**v).clone())),
-            Object::HttpNfcLeaseMode(v) => Object::HttpNfcLeaseMode(Box::new((**v).clone())),
-            Object::HttpNfcLeaseProbeResult(v) => Object::HttpNfcLeaseProbeResult(Box::new((**v).clone())),
-            Object::HttpNfcLeaseSourceFile(v) => Object::HttpNfcLeaseSourceFile(Box::new((**v).clone())),
-            Object::HttpNfcLeaseState(v) => Object::HttpNfcLeaseState(Box::new((**v).clone())),
-        }
     }
 }
 
@@ -551,10 +494,10 @@ impl x::DataObject for Object {
             Object::HostVmfsVolumeUnmapBandwidthPolicy(_) => "HostVmfsVolumeUnmapBandwidthPolicy",
             Object::HostVmfsVolumeUnmapPriority(_) => "HostVmfsVolumeUnmapPriority",
             #[cfg(feature = "all-events")] Object::HostVnicConnectedToCustomizedDVPortEvent(_) => "HostVnicConnectedToCustomizedDVPortEvent",
-            Object::HostVsanInternalSystemCmmdsQuery(_) => "HostVsanInternalSystemCmmdsQuery",
-            Object::HostVsanInternalSystemDeleteVsanObjectsResult(_) => "HostVsanInternalSystemDeleteVsanObjectsResult",
-            Object::HostVsanInternalSystemVsanObjectOperationResult(_) => "HostVsanInternalSystemVsanObjectOperationResult",
-            Object::HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(_) => "HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult",
+            #[cfg(feature = "admin")] Object::HostVsanInternalSystemCmmdsQuery(_) => "HostVsanInternalSystemCmmdsQuery",
+            #[cfg(feature = "admin")] Object::HostVsanInternalSystemDeleteVsanObjectsResult(_) => "HostVsanInternalSystemDeleteVsanObjectsResult",
+            #[cfg(feature = "admin")] Object::HostVsanInternalSystemVsanObjectOperationResult(_) => "HostVsanInternalSystemVsanObjectOperationResult",
+            #[cfg(feature = "admin")] Object::HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(_) => "HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult",
             Object::HostVvolNQN(_) => "HostVvolNQN",
             Object::HostVvolVolume(_) => "HostVvolVolume",
             Object::HostVvolVolumeHostVvolNQN(_) => "HostVvolVolumeHostVvolNQN",
@@ -562,7 +505,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::HostWwnChangedEvent(_) => "HostWwnChangedEvent",
             #[cfg(feature = "all-events")] Object::HostWwnConflictEvent(_) => "HostWwnConflictEvent",
             #[cfg(feature = "all-faults")] Object::HotSnapshotMoveNotSupported(_) => "HotSnapshotMoveNotSupported",
-            Object::HourlyTaskScheduler(_) => "HourlyTaskScheduler",
+            #[cfg(feature = "admin")] Object::HourlyTaskScheduler(_) => "HourlyTaskScheduler",
             #[cfg(feature = "all-faults")] Object::HttpFault(_) => "HttpFault",
             Object::HttpNfcLeaseCapabilities(_) => "HttpNfcLeaseCapabilities",
             Object::HttpNfcLeaseDatastoreLeaseInfo(_) => "HttpNfcLeaseDatastoreLeaseInfo",
@@ -585,7 +528,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -620,10 +563,10 @@ impl x::DataObject for Object {
             Object::HostVmfsVolumeUnmapBandwidthPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVmfsVolumeUnmapPriority(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostVnicConnectedToCustomizedDVPortEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVsanInternalSystemCmmdsQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVsanInternalSystemDeleteVsanObjectsResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVsanInternalSystemVsanObjectOperationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVsanInternalSystemCmmdsQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVsanInternalSystemDeleteVsanObjectsResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVsanInternalSystemVsanObjectOperationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVvolNQN(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVvolVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVvolVolumeHostVvolNQN(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -631,7 +574,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::HostWwnChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostWwnConflictEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::HotSnapshotMoveNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HourlyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HourlyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::HttpFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HttpNfcLeaseCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HttpNfcLeaseDatastoreLeaseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1065,7 +1008,7 @@ impl x::ObjectType for HostVmfsVolumeUnmapPriority {
     }
 }
 
-impl x::ObjectType for HostVsanInternalSystemCmmdsQuery {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVsanInternalSystemCmmdsQuery {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1081,7 +1024,7 @@ impl x::ObjectType for HostVsanInternalSystemCmmdsQuery {
     }
 }
 
-impl x::ObjectType for HostVsanInternalSystemDeleteVsanObjectsResult {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVsanInternalSystemDeleteVsanObjectsResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1097,7 +1040,7 @@ impl x::ObjectType for HostVsanInternalSystemDeleteVsanObjectsResult {
     }
 }
 
-impl x::ObjectType for HostVsanInternalSystemVsanObjectOperationResult {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVsanInternalSystemVsanObjectOperationResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1113,7 +1056,7 @@ impl x::ObjectType for HostVsanInternalSystemVsanObjectOperationResult {
     }
 }
 
-impl x::ObjectType for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1241,7 +1184,7 @@ impl x::ObjectType for HostVvolVolumeSpecification {
     }
 }
 
-impl x::ObjectType for HourlyTaskScheduler {
+#[cfg(feature = "admin")] impl x::ObjectType for HourlyTaskScheduler {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

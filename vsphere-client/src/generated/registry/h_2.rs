@@ -436,7 +436,7 @@ pub enum Object {
     HostDateTimeConfig(Box<HostDateTimeConfig>),
     HostDateTimeInfo(Box<HostDateTimeInfo>),
     HostDateTimeInfoProtocol(Box<HostDateTimeInfoProtocol>),
-    HostDateTimeSystemServiceTestResult(Box<HostDateTimeSystemServiceTestResult>),
+    #[cfg(feature = "admin")] HostDateTimeSystemServiceTestResult(Box<HostDateTimeSystemServiceTestResult>),
     HostDateTimeSystemTimeZone(Box<HostDateTimeSystemTimeZone>),
     HostDeploymentInfo(Box<HostDeploymentInfo>),
     HostDevice(Box<HostDevice>),
@@ -514,7 +514,7 @@ fn decode(
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeConfig(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeInfo(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeInfoProtocol(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeSystemServiceTestResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeSystemServiceTestResult(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeSystemTimeZone(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDeploymentInfo(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDevice(v), Err(e) => return Some(Err(e)) },
@@ -586,7 +586,7 @@ impl std::fmt::Debug for Object {
             Object::HostDateTimeConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDateTimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDateTimeInfoProtocol(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDateTimeSystemServiceTestResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostDateTimeSystemServiceTestResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDateTimeSystemTimeZone(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDeploymentInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDevice(v) => std::fmt::Debug::fmt(&**v, f),
@@ -600,77 +600,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-events")] Object::HostCnxFailedEvent(v) => Object::HostCnxFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNetworkErrorEvent(v) => Object::HostCnxFailedNetworkErrorEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNoAccessEvent(v) => Object::HostCnxFailedNoAccessEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNoConnectionEvent(v) => Object::HostCnxFailedNoConnectionEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNoLicenseEvent(v) => Object::HostCnxFailedNoLicenseEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedNotFoundEvent(v) => Object::HostCnxFailedNotFoundEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedTimeoutEvent(v) => Object::HostCnxFailedTimeoutEvent(Box::new((**v).clone())),
-            Object::HostCommunication(v) => Object::HostCommunication(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostComplianceCheckedEvent(v) => Object::HostComplianceCheckedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCompliantEvent(v) => Object::HostCompliantEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostConfigAppliedEvent(v) => Object::HostConfigAppliedEvent(Box::new((**v).clone())),
-            Object::HostConfigChange(v) => Object::HostConfigChange(Box::new((**v).clone())),
-            Object::HostConfigChangeMode(v) => Object::HostConfigChangeMode(Box::new((**v).clone())),
-            Object::HostConfigChangeOperation(v) => Object::HostConfigChangeOperation(Box::new((**v).clone())),
-            Object::HostConfigChangeOwner(v) => Object::HostConfigChangeOwner(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostConfigFailed(v) => Object::HostConfigFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostConfigFault(v) => Object::HostConfigFault(Box::new((**v).clone())),
-            Object::HostConfigInfo(v) => Object::HostConfigInfo(Box::new((**v).clone())),
-            Object::HostConfigManager(v) => Object::HostConfigManager(Box::new((**v).clone())),
-            Object::HostConfigSpec(v) => Object::HostConfigSpec(Box::new((**v).clone())),
-            Object::HostConfigSummary(v) => Object::HostConfigSummary(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostConnectFault(v) => Object::HostConnectFault(Box::new((**v).clone())),
-            Object::HostConnectInfo(v) => Object::HostConnectInfo(Box::new((**v).clone())),
-            Object::HostConnectInfoNetworkInfo(v) => Object::HostConnectInfoNetworkInfo(Box::new((**v).clone())),
-            Object::HostConnectSpec(v) => Object::HostConnectSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostConnectedEvent(v) => Object::HostConnectedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostConnectionLostEvent(v) => Object::HostConnectionLostEvent(Box::new((**v).clone())),
-            Object::HostCpuIdInfo(v) => Object::HostCpuIdInfo(Box::new((**v).clone())),
-            Object::HostCpuInfo(v) => Object::HostCpuInfo(Box::new((**v).clone())),
-            Object::HostCpuPackage(v) => Object::HostCpuPackage(Box::new((**v).clone())),
-            Object::HostCpuPackageVendor(v) => Object::HostCpuPackageVendor(Box::new((**v).clone())),
-            Object::HostCpuPowerManagementInfo(v) => Object::HostCpuPowerManagementInfo(Box::new((**v).clone())),
-            Object::HostCpuPowerManagementInfoPolicyType(v) => Object::HostCpuPowerManagementInfoPolicyType(Box::new((**v).clone())),
-            Object::HostCpuSchedulerInfo(v) => Object::HostCpuSchedulerInfo(Box::new((**v).clone())),
-            Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(Box::new((**v).clone())),
-            Object::HostCryptoState(v) => Object::HostCryptoState(Box::new((**v).clone())),
-            Object::HostDVSConfigSpecSwitchMode(v) => Object::HostDVSConfigSpecSwitchMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostDasDisabledEvent(v) => Object::HostDasDisabledEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostDasDisablingEvent(v) => Object::HostDasDisablingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostDasEnabledEvent(v) => Object::HostDasEnabledEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostDasEnablingEvent(v) => Object::HostDasEnablingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostDasErrorEvent(v) => Object::HostDasErrorEvent(Box::new((**v).clone())),
-            Object::HostDasErrorEventHostDasErrorReason(v) => Object::HostDasErrorEventHostDasErrorReason(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostDasEvent(v) => Object::HostDasEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostDasOkEvent(v) => Object::HostDasOkEvent(Box::new((**v).clone())),
-            Object::HostDataTransportConnectionInfo(v) => Object::HostDataTransportConnectionInfo(Box::new((**v).clone())),
-            Object::HostDatastoreBrowserSearchResults(v) => Object::HostDatastoreBrowserSearchResults(Box::new((**v).clone())),
-            Object::HostDatastoreBrowserSearchSpec(v) => Object::HostDatastoreBrowserSearchSpec(Box::new((**v).clone())),
-            Object::HostDatastoreConnectInfo(v) => Object::HostDatastoreConnectInfo(Box::new((**v).clone())),
-            Object::HostDatastoreExistsConnectInfo(v) => Object::HostDatastoreExistsConnectInfo(Box::new((**v).clone())),
-            Object::HostDatastoreNameConflictConnectInfo(v) => Object::HostDatastoreNameConflictConnectInfo(Box::new((**v).clone())),
-            Object::HostDatastoreSystemCapabilities(v) => Object::HostDatastoreSystemCapabilities(Box::new((**v).clone())),
-            Object::HostDatastoreSystemDatastoreResult(v) => Object::HostDatastoreSystemDatastoreResult(Box::new((**v).clone())),
-            Object::HostDatastoreSystemVvolDatastoreSpec(v) => Object::HostDatastoreSystemVvolDatastoreSpec(Box::new((**v).clone())),
-            Object::HostDateTimeConfig(v) => Object::HostDateTimeConfig(Box::new((**v).clone())),
-            Object::HostDateTimeInfo(v) => Object::HostDateTimeInfo(Box::new((**v).clone())),
-            Object::HostDateTimeInfoProtocol(v) => Object::HostDateTimeInfoProtocol(Box::new((**v).clone())),
-            Object::HostDateTimeSystemServiceTestResult(v) => Object::HostDateTimeSystemServiceTestResult(Box::new((**v).clone())),
-            Object::HostDateTimeSystemTimeZone(v) => Object::HostDateTimeSystemTimeZone(Box::new((**v).clone())),
-            Object::HostDeploymentInfo(v) => Object::HostDeploymentInfo(Box::new((**v).clone())),
-            Object::HostDevice(v) => Object::HostDevice(Box::new((**v).clone())),
-            Object::HostDhcpService(v) => Object::HostDhcpService(Box::new((**v).clone())),
-            Object::HostDhcpServiceConfig(v) => Object::HostDhcpServiceConfig(Box::new((**v).clone())),
-            Object::HostDhcpServiceSpec(v) => Object::HostDhcpServiceSpec(Box::new((**v).clone())),
-        }
     }
 }
 
@@ -734,7 +663,7 @@ impl x::DataObject for Object {
             Object::HostDateTimeConfig(_) => "HostDateTimeConfig",
             Object::HostDateTimeInfo(_) => "HostDateTimeInfo",
             Object::HostDateTimeInfoProtocol(_) => "HostDateTimeInfoProtocol",
-            Object::HostDateTimeSystemServiceTestResult(_) => "HostDateTimeSystemServiceTestResult",
+            #[cfg(feature = "admin")] Object::HostDateTimeSystemServiceTestResult(_) => "HostDateTimeSystemServiceTestResult",
             Object::HostDateTimeSystemTimeZone(_) => "HostDateTimeSystemTimeZone",
             Object::HostDeploymentInfo(_) => "HostDeploymentInfo",
             Object::HostDevice(_) => "HostDevice",
@@ -751,7 +680,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -817,7 +746,7 @@ impl x::DataObject for Object {
             Object::HostDateTimeConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDateTimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDateTimeInfoProtocol(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDateTimeSystemServiceTestResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostDateTimeSystemServiceTestResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDateTimeSystemTimeZone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDeploymentInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1741,7 +1670,7 @@ impl x::ObjectType for HostDateTimeInfoProtocol {
     }
 }
 
-impl x::ObjectType for HostDateTimeSystemServiceTestResult {
+#[cfg(feature = "admin")] impl x::ObjectType for HostDateTimeSystemServiceTestResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -311,9 +311,9 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 #[doc(hidden)]
 pub enum Object {
     HostDiagnosticPartition(Box<HostDiagnosticPartition>),
-    HostDiagnosticPartitionCreateDescription(Box<HostDiagnosticPartitionCreateDescription>),
-    HostDiagnosticPartitionCreateOption(Box<HostDiagnosticPartitionCreateOption>),
-    HostDiagnosticPartitionCreateSpec(Box<HostDiagnosticPartitionCreateSpec>),
+    #[cfg(feature = "admin")] HostDiagnosticPartitionCreateDescription(Box<HostDiagnosticPartitionCreateDescription>),
+    #[cfg(feature = "admin")] HostDiagnosticPartitionCreateOption(Box<HostDiagnosticPartitionCreateOption>),
+    #[cfg(feature = "admin")] HostDiagnosticPartitionCreateSpec(Box<HostDiagnosticPartitionCreateSpec>),
     HostDigestInfo(Box<HostDigestInfo>),
     HostDigestInfoDigestMethodType(Box<HostDigestInfoDigestMethodType>),
     HostDigestVerificationSetting(Box<HostDigestVerificationSetting>),
@@ -330,7 +330,7 @@ pub enum Object {
     HostDiskMappingPartitionOption(Box<HostDiskMappingPartitionOption>),
     HostDiskPartitionAttributes(Box<HostDiskPartitionAttributes>),
     HostDiskPartitionBlockRange(Box<HostDiskPartitionBlockRange>),
-    HostDiskPartitionInfo(Box<HostDiskPartitionInfo>),
+    #[cfg(feature = "admin")] HostDiskPartitionInfo(Box<HostDiskPartitionInfo>),
     HostDiskPartitionInfoPartitionFormat(Box<HostDiskPartitionInfoPartitionFormat>),
     HostDiskPartitionInfoType(Box<HostDiskPartitionInfoType>),
     HostDiskPartitionLayout(Box<HostDiskPartitionLayout>),
@@ -342,7 +342,7 @@ pub enum Object {
     HostDvxClass(Box<HostDvxClass>),
     #[cfg(feature = "all-events")] HostEnableAdminFailedEvent(Box<HostEnableAdminFailedEvent>),
     HostEnterMaintenanceResult(Box<HostEnterMaintenanceResult>),
-    HostEsxAgentHostManagerConfigInfo(Box<HostEsxAgentHostManagerConfigInfo>),
+    #[cfg(feature = "admin")] HostEsxAgentHostManagerConfigInfo(Box<HostEsxAgentHostManagerConfigInfo>),
     #[cfg(feature = "all-events")] HostEvent(Box<HostEvent>),
     HostEventArgument(Box<HostEventArgument>),
     #[cfg(feature = "all-events")] HostExtraNetworksEvent(Box<HostExtraNetworksEvent>),
@@ -372,7 +372,7 @@ pub enum Object {
     HostFirewallRuleset(Box<HostFirewallRuleset>),
     HostFirewallRulesetIpList(Box<HostFirewallRulesetIpList>),
     HostFirewallRulesetIpNetwork(Box<HostFirewallRulesetIpNetwork>),
-    HostFirewallRulesetRulesetSpec(Box<HostFirewallRulesetRulesetSpec>),
+    #[cfg(feature = "admin")] HostFirewallRulesetRulesetSpec(Box<HostFirewallRulesetRulesetSpec>),
     HostFirewallSystemRuleSetId(Box<HostFirewallSystemRuleSetId>),
     HostFirewallSystemServiceName(Box<HostFirewallSystemServiceName>),
     HostFlagInfo(Box<HostFlagInfo>),
@@ -395,9 +395,9 @@ fn decode(
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartition(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartitionCreateDescription(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartitionCreateOption(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartitionCreateSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartitionCreateDescription(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartitionCreateOption(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartitionCreateSpec(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDigestInfo(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDigestInfoDigestMethodType(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDigestVerificationSetting(v), Err(e) => return Some(Err(e)) },
@@ -414,7 +414,7 @@ fn decode(
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskMappingPartitionOption(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionAttributes(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionBlockRange(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionInfo(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionInfoPartitionFormat(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionInfoType(v), Err(e) => return Some(Err(e)) },
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionLayout(v), Err(e) => return Some(Err(e)) },
@@ -426,7 +426,7 @@ fn decode(
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDvxClass(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEnableAdminFailedEvent(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEnterMaintenanceResult(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEsxAgentHostManagerConfigInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEsxAgentHostManagerConfigInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEvent(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEventArgument(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostExtraNetworksEvent(v), Err(e) => return Some(Err(e)) },
@@ -456,7 +456,7 @@ fn decode(
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRuleset(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulesetIpList(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulesetIpNetwork(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulesetRulesetSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulesetRulesetSpec(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallSystemRuleSetId(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallSystemServiceName(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFlagInfo(v), Err(e) => return Some(Err(e)) },
@@ -473,9 +473,9 @@ impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Object::HostDiagnosticPartition(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDiagnosticPartitionCreateDescription(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDiagnosticPartitionCreateOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDiagnosticPartitionCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateDescription(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateOption(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDigestInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDigestInfoDigestMethodType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDigestVerificationSetting(v) => std::fmt::Debug::fmt(&**v, f),
@@ -492,7 +492,7 @@ impl std::fmt::Debug for Object {
             Object::HostDiskMappingPartitionOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDiskPartitionAttributes(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDiskPartitionBlockRange(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDiskPartitionInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostDiskPartitionInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDiskPartitionInfoPartitionFormat(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDiskPartitionInfoType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDiskPartitionLayout(v) => std::fmt::Debug::fmt(&**v, f),
@@ -504,7 +504,7 @@ impl std::fmt::Debug for Object {
             Object::HostDvxClass(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostEnableAdminFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostEnterMaintenanceResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostEsxAgentHostManagerConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostEsxAgentHostManagerConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostExtraNetworksEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -534,7 +534,7 @@ impl std::fmt::Debug for Object {
             Object::HostFirewallRuleset(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostFirewallRulesetIpList(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostFirewallRulesetIpNetwork(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFirewallRulesetRulesetSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFirewallRulesetRulesetSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostFirewallSystemRuleSetId(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostFirewallSystemServiceName(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostFlagInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -552,90 +552,13 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::HostDiagnosticPartition(v) => Object::HostDiagnosticPartition(Box::new((**v).clone())),
-            Object::HostDiagnosticPartitionCreateDescription(v) => Object::HostDiagnosticPartitionCreateDescription(Box::new((**v).clone())),
-            Object::HostDiagnosticPartitionCreateOption(v) => Object::HostDiagnosticPartitionCreateOption(Box::new((**v).clone())),
-            Object::HostDiagnosticPartitionCreateSpec(v) => Object::HostDiagnosticPartitionCreateSpec(Box::new((**v).clone())),
-            Object::HostDigestInfo(v) => Object::HostDigestInfo(Box::new((**v).clone())),
-            Object::HostDigestInfoDigestMethodType(v) => Object::HostDigestInfoDigestMethodType(Box::new((**v).clone())),
-            Object::HostDigestVerificationSetting(v) => Object::HostDigestVerificationSetting(Box::new((**v).clone())),
-            Object::HostDirectoryStoreInfo(v) => Object::HostDirectoryStoreInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostDisconnectedEvent(v) => Object::HostDisconnectedEvent(Box::new((**v).clone())),
-            Object::HostDisconnectedEventReasonCode(v) => Object::HostDisconnectedEventReasonCode(Box::new((**v).clone())),
-            Object::HostDiskConfigurationResult(v) => Object::HostDiskConfigurationResult(Box::new((**v).clone())),
-            Object::HostDiskDimensions(v) => Object::HostDiskDimensions(Box::new((**v).clone())),
-            Object::HostDiskDimensionsChs(v) => Object::HostDiskDimensionsChs(Box::new((**v).clone())),
-            Object::HostDiskDimensionsLba(v) => Object::HostDiskDimensionsLba(Box::new((**v).clone())),
-            Object::HostDiskMappingInfo(v) => Object::HostDiskMappingInfo(Box::new((**v).clone())),
-            Object::HostDiskMappingOption(v) => Object::HostDiskMappingOption(Box::new((**v).clone())),
-            Object::HostDiskMappingPartitionInfo(v) => Object::HostDiskMappingPartitionInfo(Box::new((**v).clone())),
-            Object::HostDiskMappingPartitionOption(v) => Object::HostDiskMappingPartitionOption(Box::new((**v).clone())),
-            Object::HostDiskPartitionAttributes(v) => Object::HostDiskPartitionAttributes(Box::new((**v).clone())),
-            Object::HostDiskPartitionBlockRange(v) => Object::HostDiskPartitionBlockRange(Box::new((**v).clone())),
-            Object::HostDiskPartitionInfo(v) => Object::HostDiskPartitionInfo(Box::new((**v).clone())),
-            Object::HostDiskPartitionInfoPartitionFormat(v) => Object::HostDiskPartitionInfoPartitionFormat(Box::new((**v).clone())),
-            Object::HostDiskPartitionInfoType(v) => Object::HostDiskPartitionInfoType(Box::new((**v).clone())),
-            Object::HostDiskPartitionLayout(v) => Object::HostDiskPartitionLayout(Box::new((**v).clone())),
-            Object::HostDiskPartitionSpec(v) => Object::HostDiskPartitionSpec(Box::new((**v).clone())),
-            Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => Object::HostDistributedVirtualSwitchManagerFailoverReason(Box::new((**v).clone())),
-            Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => Object::HostDistributedVirtualSwitchManagerFailoverStage(Box::new((**v).clone())),
-            Object::HostDnsConfig(v) => Object::HostDnsConfig(Box::new((**v).clone())),
-            Object::HostDnsConfigSpec(v) => Object::HostDnsConfigSpec(Box::new((**v).clone())),
-            Object::HostDvxClass(v) => Object::HostDvxClass(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostEnableAdminFailedEvent(v) => Object::HostEnableAdminFailedEvent(Box::new((**v).clone())),
-            Object::HostEnterMaintenanceResult(v) => Object::HostEnterMaintenanceResult(Box::new((**v).clone())),
-            Object::HostEsxAgentHostManagerConfigInfo(v) => Object::HostEsxAgentHostManagerConfigInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostEvent(v) => Object::HostEvent(Box::new((**v).clone())),
-            Object::HostEventArgument(v) => Object::HostEventArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostExtraNetworksEvent(v) => Object::HostExtraNetworksEvent(Box::new((**v).clone())),
-            Object::HostFaultToleranceManagerComponentHealthInfo(v) => Object::HostFaultToleranceManagerComponentHealthInfo(Box::new((**v).clone())),
-            Object::HostFeatureCapability(v) => Object::HostFeatureCapability(Box::new((**v).clone())),
-            Object::HostFeatureMask(v) => Object::HostFeatureMask(Box::new((**v).clone())),
-            Object::HostFeatureVersionInfo(v) => Object::HostFeatureVersionInfo(Box::new((**v).clone())),
-            Object::HostFeatureVersionKey(v) => Object::HostFeatureVersionKey(Box::new((**v).clone())),
-            Object::HostFibreChannelHba(v) => Object::HostFibreChannelHba(Box::new((**v).clone())),
-            Object::HostFibreChannelOverEthernetHba(v) => Object::HostFibreChannelOverEthernetHba(Box::new((**v).clone())),
-            Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => Object::HostFibreChannelOverEthernetHbaLinkInfo(Box::new((**v).clone())),
-            Object::HostFibreChannelOverEthernetTargetTransport(v) => Object::HostFibreChannelOverEthernetTargetTransport(Box::new((**v).clone())),
-            Object::HostFibreChannelTargetTransport(v) => Object::HostFibreChannelTargetTransport(Box::new((**v).clone())),
-            Object::HostFileAccess(v) => Object::HostFileAccess(Box::new((**v).clone())),
-            Object::HostFileSystemMountInfo(v) => Object::HostFileSystemMountInfo(Box::new((**v).clone())),
-            Object::HostFileSystemVolume(v) => Object::HostFileSystemVolume(Box::new((**v).clone())),
-            Object::HostFileSystemVolumeFileSystemType(v) => Object::HostFileSystemVolumeFileSystemType(Box::new((**v).clone())),
-            Object::HostFileSystemVolumeInfo(v) => Object::HostFileSystemVolumeInfo(Box::new((**v).clone())),
-            Object::HostFirewallConfig(v) => Object::HostFirewallConfig(Box::new((**v).clone())),
-            Object::HostFirewallConfigRuleSetConfig(v) => Object::HostFirewallConfigRuleSetConfig(Box::new((**v).clone())),
-            Object::HostFirewallDefaultPolicy(v) => Object::HostFirewallDefaultPolicy(Box::new((**v).clone())),
-            Object::HostFirewallInfo(v) => Object::HostFirewallInfo(Box::new((**v).clone())),
-            Object::HostFirewallRule(v) => Object::HostFirewallRule(Box::new((**v).clone())),
-            Object::HostFirewallRuleDirection(v) => Object::HostFirewallRuleDirection(Box::new((**v).clone())),
-            Object::HostFirewallRulePortType(v) => Object::HostFirewallRulePortType(Box::new((**v).clone())),
-            Object::HostFirewallRuleProtocol(v) => Object::HostFirewallRuleProtocol(Box::new((**v).clone())),
-            Object::HostFirewallRuleset(v) => Object::HostFirewallRuleset(Box::new((**v).clone())),
-            Object::HostFirewallRulesetIpList(v) => Object::HostFirewallRulesetIpList(Box::new((**v).clone())),
-            Object::HostFirewallRulesetIpNetwork(v) => Object::HostFirewallRulesetIpNetwork(Box::new((**v).clone())),
-            Object::HostFirewallRulesetRulesetSpec(v) => Object::HostFirewallRulesetRulesetSpec(Box::new((**v).clone())),
-            Object::HostFirewallSystemRuleSetId(v) => Object::HostFirewallSystemRuleSetId(Box::new((**v).clone())),
-            Object::HostFirewallSystemServiceName(v) => Object::HostFirewallSystemServiceName(Box::new((**v).clone())),
-            Object::HostFlagInfo(v) => Object::HostFlagInfo(Box::new((**v).clone())),
-            Object::HostForceMountedInfo(v) => Object::HostForceMountedInfo(Box::new((**v).clone())),
-            Object::HostFru(v) => Object::HostFru(Box::new((**v).clone())),
-            Object::HostFruFruType(v) => Object::HostFruFruType(Box::new((**v).clone())),
-            Object::HostGatewaySpec(v) => Object::HostGatewaySpec(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
             Object::HostDiagnosticPartition(_) => "HostDiagnosticPartition",
-            Object::HostDiagnosticPartitionCreateDescription(_) => "HostDiagnosticPartitionCreateDescription",
-            Object::HostDiagnosticPartitionCreateOption(_) => "HostDiagnosticPartitionCreateOption",
-            Object::HostDiagnosticPartitionCreateSpec(_) => "HostDiagnosticPartitionCreateSpec",
+            #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateDescription(_) => "HostDiagnosticPartitionCreateDescription",
+            #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateOption(_) => "HostDiagnosticPartitionCreateOption",
+            #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateSpec(_) => "HostDiagnosticPartitionCreateSpec",
             Object::HostDigestInfo(_) => "HostDigestInfo",
             Object::HostDigestInfoDigestMethodType(_) => "HostDigestInfoDigestMethodType",
             Object::HostDigestVerificationSetting(_) => "HostDigestVerificationSetting",
@@ -652,7 +575,7 @@ impl x::DataObject for Object {
             Object::HostDiskMappingPartitionOption(_) => "HostDiskMappingPartitionOption",
             Object::HostDiskPartitionAttributes(_) => "HostDiskPartitionAttributes",
             Object::HostDiskPartitionBlockRange(_) => "HostDiskPartitionBlockRange",
-            Object::HostDiskPartitionInfo(_) => "HostDiskPartitionInfo",
+            #[cfg(feature = "admin")] Object::HostDiskPartitionInfo(_) => "HostDiskPartitionInfo",
             Object::HostDiskPartitionInfoPartitionFormat(_) => "HostDiskPartitionInfoPartitionFormat",
             Object::HostDiskPartitionInfoType(_) => "HostDiskPartitionInfoType",
             Object::HostDiskPartitionLayout(_) => "HostDiskPartitionLayout",
@@ -664,7 +587,7 @@ impl x::DataObject for Object {
             Object::HostDvxClass(_) => "HostDvxClass",
             #[cfg(feature = "all-events")] Object::HostEnableAdminFailedEvent(_) => "HostEnableAdminFailedEvent",
             Object::HostEnterMaintenanceResult(_) => "HostEnterMaintenanceResult",
-            Object::HostEsxAgentHostManagerConfigInfo(_) => "HostEsxAgentHostManagerConfigInfo",
+            #[cfg(feature = "admin")] Object::HostEsxAgentHostManagerConfigInfo(_) => "HostEsxAgentHostManagerConfigInfo",
             #[cfg(feature = "all-events")] Object::HostEvent(_) => "HostEvent",
             Object::HostEventArgument(_) => "HostEventArgument",
             #[cfg(feature = "all-events")] Object::HostExtraNetworksEvent(_) => "HostExtraNetworksEvent",
@@ -694,7 +617,7 @@ impl x::DataObject for Object {
             Object::HostFirewallRuleset(_) => "HostFirewallRuleset",
             Object::HostFirewallRulesetIpList(_) => "HostFirewallRulesetIpList",
             Object::HostFirewallRulesetIpNetwork(_) => "HostFirewallRulesetIpNetwork",
-            Object::HostFirewallRulesetRulesetSpec(_) => "HostFirewallRulesetRulesetSpec",
+            #[cfg(feature = "admin")] Object::HostFirewallRulesetRulesetSpec(_) => "HostFirewallRulesetRulesetSpec",
             Object::HostFirewallSystemRuleSetId(_) => "HostFirewallSystemRuleSetId",
             Object::HostFirewallSystemServiceName(_) => "HostFirewallSystemServiceName",
             Object::HostFlagInfo(_) => "HostFlagInfo",
@@ -712,7 +635,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -722,9 +645,9 @@ impl x::DataObject for Object {
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
             Object::HostDiagnosticPartition(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDiagnosticPartitionCreateDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDiagnosticPartitionCreateOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDiagnosticPartitionCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDigestInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDigestInfoDigestMethodType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDigestVerificationSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -741,7 +664,7 @@ impl x::DataObject for Object {
             Object::HostDiskMappingPartitionOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDiskPartitionAttributes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDiskPartitionBlockRange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDiskPartitionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostDiskPartitionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDiskPartitionInfoPartitionFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDiskPartitionInfoType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDiskPartitionLayout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -753,7 +676,7 @@ impl x::DataObject for Object {
             Object::HostDvxClass(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostEnableAdminFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostEnterMaintenanceResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostEsxAgentHostManagerConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostEsxAgentHostManagerConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostExtraNetworksEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -783,7 +706,7 @@ impl x::DataObject for Object {
             Object::HostFirewallRuleset(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostFirewallRulesetIpList(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostFirewallRulesetIpNetwork(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFirewallRulesetRulesetSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFirewallRulesetRulesetSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostFirewallSystemRuleSetId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostFirewallSystemServiceName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostFlagInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -812,7 +735,7 @@ impl x::ObjectType for HostDiagnosticPartition {
     }
 }
 
-impl x::ObjectType for HostDiagnosticPartitionCreateDescription {
+#[cfg(feature = "admin")] impl x::ObjectType for HostDiagnosticPartitionCreateDescription {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -828,7 +751,7 @@ impl x::ObjectType for HostDiagnosticPartitionCreateDescription {
     }
 }
 
-impl x::ObjectType for HostDiagnosticPartitionCreateOption {
+#[cfg(feature = "admin")] impl x::ObjectType for HostDiagnosticPartitionCreateOption {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -844,7 +767,7 @@ impl x::ObjectType for HostDiagnosticPartitionCreateOption {
     }
 }
 
-impl x::ObjectType for HostDiagnosticPartitionCreateSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostDiagnosticPartitionCreateSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1116,7 +1039,7 @@ impl x::ObjectType for HostDiskPartitionBlockRange {
     }
 }
 
-impl x::ObjectType for HostDiskPartitionInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostDiskPartitionInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1308,7 +1231,7 @@ impl x::ObjectType for HostEnterMaintenanceResult {
     }
 }
 
-impl x::ObjectType for HostEsxAgentHostManagerConfigInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostEsxAgentHostManagerConfigInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1788,7 +1711,7 @@ impl x::ObjectType for HostFirewallRulesetIpNetwork {
     }
 }
 
-impl x::ObjectType for HostFirewallRulesetRulesetSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallRulesetRulesetSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

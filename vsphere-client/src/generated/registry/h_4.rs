@@ -393,11 +393,11 @@ pub enum Object {
     HostHardwareSummary(Box<HostHardwareSummary>),
     #[cfg(feature = "all-faults")] HostHasComponentFailure(Box<HostHasComponentFailure>),
     HostHasComponentFailureHostComponentType(Box<HostHasComponentFailureHostComponentType>),
-    HostHbaCreateSpec(Box<HostHbaCreateSpec>),
+    #[cfg(feature = "admin")] HostHbaCreateSpec(Box<HostHbaCreateSpec>),
     HostHostBusAdapter(Box<HostHostBusAdapter>),
     HostHyperThreadScheduleInfo(Box<HostHyperThreadScheduleInfo>),
     HostImageAcceptanceLevel(Box<HostImageAcceptanceLevel>),
-    HostImageProfileSummary(Box<HostImageProfileSummary>),
+    #[cfg(feature = "admin")] HostImageProfileSummary(Box<HostImageProfileSummary>),
     #[cfg(feature = "all-events")] HostInAuditModeEvent(Box<HostInAuditModeEvent>),
     #[cfg(feature = "all-faults")] HostInDomain(Box<HostInDomain>),
     #[cfg(feature = "all-faults")] HostIncompatibleForFaultTolerance(Box<HostIncompatibleForFaultTolerance>),
@@ -424,7 +424,7 @@ pub enum Object {
     HostInternetScsiHbaSendTarget(Box<HostInternetScsiHbaSendTarget>),
     HostInternetScsiHbaStaticTarget(Box<HostInternetScsiHbaStaticTarget>),
     HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(Box<HostInternetScsiHbaStaticTargetTargetDiscoveryMethod>),
-    HostInternetScsiHbaTargetSet(Box<HostInternetScsiHbaTargetSet>),
+    #[cfg(feature = "admin")] HostInternetScsiHbaTargetSet(Box<HostInternetScsiHbaTargetSet>),
     HostInternetScsiTargetTransport(Box<HostInternetScsiTargetTransport>),
     #[cfg(feature = "all-faults")] HostInventoryFull(Box<HostInventoryFull>),
     #[cfg(feature = "all-events")] HostInventoryFullEvent(Box<HostInventoryFullEvent>),
@@ -470,11 +470,11 @@ fn decode(
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHardwareSummary(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHasComponentFailure(v), Err(e) => return Some(Err(e)) },
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHasComponentFailureHostComponentType(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHbaCreateSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHbaCreateSpec(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHostBusAdapter(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHyperThreadScheduleInfo(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostImageAcceptanceLevel(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostImageProfileSummary(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostImageProfileSummary(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInAuditModeEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInDomain(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIncompatibleForFaultTolerance(v), Err(e) => return Some(Err(e)) },
@@ -501,7 +501,7 @@ fn decode(
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaSendTarget(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaStaticTarget(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaTargetSet(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaTargetSet(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiTargetTransport(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInventoryFull(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInventoryFullEvent(v), Err(e) => return Some(Err(e)) },
@@ -541,11 +541,11 @@ impl std::fmt::Debug for Object {
             Object::HostHardwareSummary(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::HostHasComponentFailure(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostHasComponentFailureHostComponentType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostHbaCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostHbaCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostHostBusAdapter(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostHyperThreadScheduleInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostImageAcceptanceLevel(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostImageProfileSummary(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostImageProfileSummary(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostInAuditModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::HostInDomain(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::HostIncompatibleForFaultTolerance(v) => std::fmt::Debug::fmt(&**v, f),
@@ -572,7 +572,7 @@ impl std::fmt::Debug for Object {
             Object::HostInternetScsiHbaSendTarget(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostInternetScsiHbaStaticTarget(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaTargetSet(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaTargetSet(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostInternetScsiTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::HostInventoryFull(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostInventoryFullEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -598,76 +598,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-events")] Object::HostGetShortNameFailedEvent(v) => Object::HostGetShortNameFailedEvent(Box::new((**v).clone())),
-            Object::HostGraphicsConfig(v) => Object::HostGraphicsConfig(Box::new((**v).clone())),
-            Object::HostGraphicsConfigDeviceType(v) => Object::HostGraphicsConfigDeviceType(Box::new((**v).clone())),
-            Object::HostGraphicsConfigGraphicsType(v) => Object::HostGraphicsConfigGraphicsType(Box::new((**v).clone())),
-            Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v) => Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(Box::new((**v).clone())),
-            Object::HostGraphicsConfigVgpuMode(v) => Object::HostGraphicsConfigVgpuMode(Box::new((**v).clone())),
-            Object::HostGraphicsInfo(v) => Object::HostGraphicsInfo(Box::new((**v).clone())),
-            Object::HostGraphicsInfoGraphicsType(v) => Object::HostGraphicsInfoGraphicsType(Box::new((**v).clone())),
-            Object::HostGraphicsInfoVgpuMode(v) => Object::HostGraphicsInfoVgpuMode(Box::new((**v).clone())),
-            Object::HostHardwareElementInfo(v) => Object::HostHardwareElementInfo(Box::new((**v).clone())),
-            Object::HostHardwareElementStatus(v) => Object::HostHardwareElementStatus(Box::new((**v).clone())),
-            Object::HostHardwareInfo(v) => Object::HostHardwareInfo(Box::new((**v).clone())),
-            Object::HostHardwareStatusInfo(v) => Object::HostHardwareStatusInfo(Box::new((**v).clone())),
-            Object::HostHardwareSummary(v) => Object::HostHardwareSummary(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostHasComponentFailure(v) => Object::HostHasComponentFailure(Box::new((**v).clone())),
-            Object::HostHasComponentFailureHostComponentType(v) => Object::HostHasComponentFailureHostComponentType(Box::new((**v).clone())),
-            Object::HostHbaCreateSpec(v) => Object::HostHbaCreateSpec(Box::new((**v).clone())),
-            Object::HostHostBusAdapter(v) => Object::HostHostBusAdapter(Box::new((**v).clone())),
-            Object::HostHyperThreadScheduleInfo(v) => Object::HostHyperThreadScheduleInfo(Box::new((**v).clone())),
-            Object::HostImageAcceptanceLevel(v) => Object::HostImageAcceptanceLevel(Box::new((**v).clone())),
-            Object::HostImageProfileSummary(v) => Object::HostImageProfileSummary(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostInAuditModeEvent(v) => Object::HostInAuditModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostInDomain(v) => Object::HostInDomain(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostIncompatibleForFaultTolerance(v) => Object::HostIncompatibleForFaultTolerance(Box::new((**v).clone())),
-            Object::HostIncompatibleForFaultToleranceReason(v) => Object::HostIncompatibleForFaultToleranceReason(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostIncompatibleForRecordReplay(v) => Object::HostIncompatibleForRecordReplay(Box::new((**v).clone())),
-            Object::HostIncompatibleForRecordReplayReason(v) => Object::HostIncompatibleForRecordReplayReason(Box::new((**v).clone())),
-            Object::HostInternetScsiHba(v) => Object::HostInternetScsiHba(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaAuthenticationCapabilities(v) => Object::HostInternetScsiHbaAuthenticationCapabilities(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaAuthenticationProperties(v) => Object::HostInternetScsiHbaAuthenticationProperties(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaChapAuthenticationType(v) => Object::HostInternetScsiHbaChapAuthenticationType(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaDigestCapabilities(v) => Object::HostInternetScsiHbaDigestCapabilities(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaDigestProperties(v) => Object::HostInternetScsiHbaDigestProperties(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaDigestType(v) => Object::HostInternetScsiHbaDigestType(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaDiscoveryCapabilities(v) => Object::HostInternetScsiHbaDiscoveryCapabilities(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaDiscoveryProperties(v) => Object::HostInternetScsiHbaDiscoveryProperties(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaIPCapabilities(v) => Object::HostInternetScsiHbaIPCapabilities(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaIPProperties(v) => Object::HostInternetScsiHbaIPProperties(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaIPv6Properties(v) => Object::HostInternetScsiHbaIPv6Properties(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaIscsiIpv6Address(v) => Object::HostInternetScsiHbaIscsiIpv6Address(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v) => Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v) => Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaNetworkBindingSupportType(v) => Object::HostInternetScsiHbaNetworkBindingSupportType(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaParamValue(v) => Object::HostInternetScsiHbaParamValue(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaSendTarget(v) => Object::HostInternetScsiHbaSendTarget(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaStaticTarget(v) => Object::HostInternetScsiHbaStaticTarget(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaTargetSet(v) => Object::HostInternetScsiHbaTargetSet(Box::new((**v).clone())),
-            Object::HostInternetScsiTargetTransport(v) => Object::HostInternetScsiTargetTransport(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostInventoryFull(v) => Object::HostInventoryFull(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostInventoryFullEvent(v) => Object::HostInventoryFullEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostInventoryUnreadableEvent(v) => Object::HostInventoryUnreadableEvent(Box::new((**v).clone())),
-            Object::HostIoFilterInfo(v) => Object::HostIoFilterInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostIpChangedEvent(v) => Object::HostIpChangedEvent(Box::new((**v).clone())),
-            Object::HostIpConfig(v) => Object::HostIpConfig(Box::new((**v).clone())),
-            Object::HostIpConfigIpV6Address(v) => Object::HostIpConfigIpV6Address(Box::new((**v).clone())),
-            Object::HostIpConfigIpV6AddressConfigType(v) => Object::HostIpConfigIpV6AddressConfigType(Box::new((**v).clone())),
-            Object::HostIpConfigIpV6AddressConfiguration(v) => Object::HostIpConfigIpV6AddressConfiguration(Box::new((**v).clone())),
-            Object::HostIpConfigIpV6AddressStatus(v) => Object::HostIpConfigIpV6AddressStatus(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostIpInconsistentEvent(v) => Object::HostIpInconsistentEvent(Box::new((**v).clone())),
-            Object::HostIpRouteConfig(v) => Object::HostIpRouteConfig(Box::new((**v).clone())),
-            Object::HostIpRouteConfigSpec(v) => Object::HostIpRouteConfigSpec(Box::new((**v).clone())),
-            Object::HostIpRouteEntry(v) => Object::HostIpRouteEntry(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -687,11 +617,11 @@ impl x::DataObject for Object {
             Object::HostHardwareSummary(_) => "HostHardwareSummary",
             #[cfg(feature = "all-faults")] Object::HostHasComponentFailure(_) => "HostHasComponentFailure",
             Object::HostHasComponentFailureHostComponentType(_) => "HostHasComponentFailureHostComponentType",
-            Object::HostHbaCreateSpec(_) => "HostHbaCreateSpec",
+            #[cfg(feature = "admin")] Object::HostHbaCreateSpec(_) => "HostHbaCreateSpec",
             Object::HostHostBusAdapter(_) => "HostHostBusAdapter",
             Object::HostHyperThreadScheduleInfo(_) => "HostHyperThreadScheduleInfo",
             Object::HostImageAcceptanceLevel(_) => "HostImageAcceptanceLevel",
-            Object::HostImageProfileSummary(_) => "HostImageProfileSummary",
+            #[cfg(feature = "admin")] Object::HostImageProfileSummary(_) => "HostImageProfileSummary",
             #[cfg(feature = "all-events")] Object::HostInAuditModeEvent(_) => "HostInAuditModeEvent",
             #[cfg(feature = "all-faults")] Object::HostInDomain(_) => "HostInDomain",
             #[cfg(feature = "all-faults")] Object::HostIncompatibleForFaultTolerance(_) => "HostIncompatibleForFaultTolerance",
@@ -718,7 +648,7 @@ impl x::DataObject for Object {
             Object::HostInternetScsiHbaSendTarget(_) => "HostInternetScsiHbaSendTarget",
             Object::HostInternetScsiHbaStaticTarget(_) => "HostInternetScsiHbaStaticTarget",
             Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(_) => "HostInternetScsiHbaStaticTargetTargetDiscoveryMethod",
-            Object::HostInternetScsiHbaTargetSet(_) => "HostInternetScsiHbaTargetSet",
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaTargetSet(_) => "HostInternetScsiHbaTargetSet",
             Object::HostInternetScsiTargetTransport(_) => "HostInternetScsiTargetTransport",
             #[cfg(feature = "all-faults")] Object::HostInventoryFull(_) => "HostInventoryFull",
             #[cfg(feature = "all-events")] Object::HostInventoryFullEvent(_) => "HostInventoryFullEvent",
@@ -744,7 +674,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -769,11 +699,11 @@ impl x::DataObject for Object {
             Object::HostHardwareSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::HostHasComponentFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostHasComponentFailureHostComponentType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostHbaCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostHbaCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostHostBusAdapter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostHyperThreadScheduleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostImageAcceptanceLevel(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostImageProfileSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostImageProfileSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostInAuditModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::HostInDomain(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::HostIncompatibleForFaultTolerance(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -800,7 +730,7 @@ impl x::DataObject for Object {
             Object::HostInternetScsiHbaSendTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostInternetScsiHbaStaticTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaTargetSet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaTargetSet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostInternetScsiTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::HostInventoryFull(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostInventoryFullEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1077,7 +1007,7 @@ impl x::ObjectType for HostHasComponentFailureHostComponentType {
     }
 }
 
-impl x::ObjectType for HostHbaCreateSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostHbaCreateSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1141,7 +1071,7 @@ impl x::ObjectType for HostImageAcceptanceLevel {
     }
 }
 
-impl x::ObjectType for HostImageProfileSummary {
+#[cfg(feature = "admin")] impl x::ObjectType for HostImageProfileSummary {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1573,7 +1503,7 @@ impl x::ObjectType for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
     }
 }
 
-impl x::ObjectType for HostInternetScsiHbaTargetSet {
+#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaTargetSet {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -392,7 +392,7 @@ pub enum Object {
     HostNasVolumeConfig(Box<HostNasVolumeConfig>),
     HostNasVolumeSecurityType(Box<HostNasVolumeSecurityType>),
     HostNasVolumeSpec(Box<HostNasVolumeSpec>),
-    HostNasVolumeUserInfo(Box<HostNasVolumeUserInfo>),
+    #[cfg(feature = "admin")] HostNasVolumeUserInfo(Box<HostNasVolumeUserInfo>),
     HostNatService(Box<HostNatService>),
     HostNatServiceConfig(Box<HostNatServiceConfig>),
     HostNatServiceNameServiceSpec(Box<HostNatServiceNameServiceSpec>),
@@ -474,7 +474,7 @@ fn decode(
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeConfig(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeSecurityType(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeSpec(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeUserInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeUserInfo(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatService(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatServiceConfig(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatServiceNameServiceSpec(v), Err(e) => return Some(Err(e)) },
@@ -550,7 +550,7 @@ impl std::fmt::Debug for Object {
             Object::HostNasVolumeConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNasVolumeSecurityType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNasVolumeSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNasVolumeUserInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNasVolumeUserInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNatService(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNatServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNatServiceNameServiceSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -565,81 +565,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::HostIpRouteOp(v) => Object::HostIpRouteOp(Box::new((**v).clone())),
-            Object::HostIpRouteTableConfig(v) => Object::HostIpRouteTableConfig(Box::new((**v).clone())),
-            Object::HostIpRouteTableInfo(v) => Object::HostIpRouteTableInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostIpToShortNameFailedEvent(v) => Object::HostIpToShortNameFailedEvent(Box::new((**v).clone())),
-            Object::HostIpmiInfo(v) => Object::HostIpmiInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostIsolationIpPingFailedEvent(v) => Object::HostIsolationIpPingFailedEvent(Box::new((**v).clone())),
-            Object::HostLicensableResourceInfo(v) => Object::HostLicensableResourceInfo(Box::new((**v).clone())),
-            Object::HostLicensableResourceKey(v) => Object::HostLicensableResourceKey(Box::new((**v).clone())),
-            Object::HostLicenseConnectInfo(v) => Object::HostLicenseConnectInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostLicenseExpiredEvent(v) => Object::HostLicenseExpiredEvent(Box::new((**v).clone())),
-            Object::HostLicenseSpec(v) => Object::HostLicenseSpec(Box::new((**v).clone())),
-            Object::HostListSummary(v) => Object::HostListSummary(Box::new((**v).clone())),
-            Object::HostListSummaryGatewaySummary(v) => Object::HostListSummaryGatewaySummary(Box::new((**v).clone())),
-            Object::HostListSummaryQuickStats(v) => Object::HostListSummaryQuickStats(Box::new((**v).clone())),
-            Object::HostLocalAuthenticationInfo(v) => Object::HostLocalAuthenticationInfo(Box::new((**v).clone())),
-            Object::HostLocalFileSystemVolume(v) => Object::HostLocalFileSystemVolume(Box::new((**v).clone())),
-            Object::HostLocalFileSystemVolumeSpec(v) => Object::HostLocalFileSystemVolumeSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostLocalPortCreatedEvent(v) => Object::HostLocalPortCreatedEvent(Box::new((**v).clone())),
-            Object::HostLockdownMode(v) => Object::HostLockdownMode(Box::new((**v).clone())),
-            Object::HostLowLevelProvisioningManagerDiskLayoutSpec(v) => Object::HostLowLevelProvisioningManagerDiskLayoutSpec(Box::new((**v).clone())),
-            Object::HostLowLevelProvisioningManagerFileDeleteResult(v) => Object::HostLowLevelProvisioningManagerFileDeleteResult(Box::new((**v).clone())),
-            Object::HostLowLevelProvisioningManagerFileDeleteSpec(v) => Object::HostLowLevelProvisioningManagerFileDeleteSpec(Box::new((**v).clone())),
-            Object::HostLowLevelProvisioningManagerFileReserveResult(v) => Object::HostLowLevelProvisioningManagerFileReserveResult(Box::new((**v).clone())),
-            Object::HostLowLevelProvisioningManagerFileReserveSpec(v) => Object::HostLowLevelProvisioningManagerFileReserveSpec(Box::new((**v).clone())),
-            Object::HostLowLevelProvisioningManagerFileType(v) => Object::HostLowLevelProvisioningManagerFileType(Box::new((**v).clone())),
-            Object::HostLowLevelProvisioningManagerReloadTarget(v) => Object::HostLowLevelProvisioningManagerReloadTarget(Box::new((**v).clone())),
-            Object::HostLowLevelProvisioningManagerSnapshotLayoutSpec(v) => Object::HostLowLevelProvisioningManagerSnapshotLayoutSpec(Box::new((**v).clone())),
-            Object::HostLowLevelProvisioningManagerVmMigrationStatus(v) => Object::HostLowLevelProvisioningManagerVmMigrationStatus(Box::new((**v).clone())),
-            Object::HostLowLevelProvisioningManagerVmRecoveryInfo(v) => Object::HostLowLevelProvisioningManagerVmRecoveryInfo(Box::new((**v).clone())),
-            Object::HostMaintenanceSpec(v) => Object::HostMaintenanceSpec(Box::new((**v).clone())),
-            Object::HostMaintenanceSpecEvacuationMode(v) => Object::HostMaintenanceSpecEvacuationMode(Box::new((**v).clone())),
-            Object::HostMaintenanceSpecPurpose(v) => Object::HostMaintenanceSpecPurpose(Box::new((**v).clone())),
-            Object::HostMemberHealthCheckResult(v) => Object::HostMemberHealthCheckResult(Box::new((**v).clone())),
-            Object::HostMemberRuntimeInfo(v) => Object::HostMemberRuntimeInfo(Box::new((**v).clone())),
-            Object::HostMemberUplinkHealthCheckResult(v) => Object::HostMemberUplinkHealthCheckResult(Box::new((**v).clone())),
-            Object::HostMemoryProfile(v) => Object::HostMemoryProfile(Box::new((**v).clone())),
-            Object::HostMemorySpec(v) => Object::HostMemorySpec(Box::new((**v).clone())),
-            Object::HostMemoryTierFlags(v) => Object::HostMemoryTierFlags(Box::new((**v).clone())),
-            Object::HostMemoryTierInfo(v) => Object::HostMemoryTierInfo(Box::new((**v).clone())),
-            Object::HostMemoryTierType(v) => Object::HostMemoryTierType(Box::new((**v).clone())),
-            Object::HostMemoryTieringType(v) => Object::HostMemoryTieringType(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostMissingNetworksEvent(v) => Object::HostMissingNetworksEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostMonitoringStateChangedEvent(v) => Object::HostMonitoringStateChangedEvent(Box::new((**v).clone())),
-            Object::HostMountInfo(v) => Object::HostMountInfo(Box::new((**v).clone())),
-            Object::HostMountInfoInaccessibleReason(v) => Object::HostMountInfoInaccessibleReason(Box::new((**v).clone())),
-            Object::HostMountInfoMountFailedReason(v) => Object::HostMountInfoMountFailedReason(Box::new((**v).clone())),
-            Object::HostMountMode(v) => Object::HostMountMode(Box::new((**v).clone())),
-            Object::HostMultipathInfo(v) => Object::HostMultipathInfo(Box::new((**v).clone())),
-            Object::HostMultipathInfoFixedLogicalUnitPolicy(v) => Object::HostMultipathInfoFixedLogicalUnitPolicy(Box::new((**v).clone())),
-            Object::HostMultipathInfoHppLogicalUnitPolicy(v) => Object::HostMultipathInfoHppLogicalUnitPolicy(Box::new((**v).clone())),
-            Object::HostMultipathInfoLogicalUnit(v) => Object::HostMultipathInfoLogicalUnit(Box::new((**v).clone())),
-            Object::HostMultipathInfoLogicalUnitPolicy(v) => Object::HostMultipathInfoLogicalUnitPolicy(Box::new((**v).clone())),
-            Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(v) => Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(Box::new((**v).clone())),
-            Object::HostMultipathInfoPath(v) => Object::HostMultipathInfoPath(Box::new((**v).clone())),
-            Object::HostMultipathStateInfo(v) => Object::HostMultipathStateInfo(Box::new((**v).clone())),
-            Object::HostMultipathStateInfoPath(v) => Object::HostMultipathStateInfoPath(Box::new((**v).clone())),
-            Object::HostNasVolume(v) => Object::HostNasVolume(Box::new((**v).clone())),
-            Object::HostNasVolumeConfig(v) => Object::HostNasVolumeConfig(Box::new((**v).clone())),
-            Object::HostNasVolumeSecurityType(v) => Object::HostNasVolumeSecurityType(Box::new((**v).clone())),
-            Object::HostNasVolumeSpec(v) => Object::HostNasVolumeSpec(Box::new((**v).clone())),
-            Object::HostNasVolumeUserInfo(v) => Object::HostNasVolumeUserInfo(Box::new((**v).clone())),
-            Object::HostNatService(v) => Object::HostNatService(Box::new((**v).clone())),
-            Object::HostNatServiceConfig(v) => Object::HostNatServiceConfig(Box::new((**v).clone())),
-            Object::HostNatServiceNameServiceSpec(v) => Object::HostNatServiceNameServiceSpec(Box::new((**v).clone())),
-            Object::HostNatServicePortForwardSpec(v) => Object::HostNatServicePortForwardSpec(Box::new((**v).clone())),
-            Object::HostNatServiceSpec(v) => Object::HostNatServiceSpec(Box::new((**v).clone())),
-            Object::HostNetCapabilities(v) => Object::HostNetCapabilities(Box::new((**v).clone())),
-            Object::HostNetOffloadCapabilities(v) => Object::HostNetOffloadCapabilities(Box::new((**v).clone())),
-        }
     }
 }
 
@@ -706,7 +631,7 @@ impl x::DataObject for Object {
             Object::HostNasVolumeConfig(_) => "HostNasVolumeConfig",
             Object::HostNasVolumeSecurityType(_) => "HostNasVolumeSecurityType",
             Object::HostNasVolumeSpec(_) => "HostNasVolumeSpec",
-            Object::HostNasVolumeUserInfo(_) => "HostNasVolumeUserInfo",
+            #[cfg(feature = "admin")] Object::HostNasVolumeUserInfo(_) => "HostNasVolumeUserInfo",
             Object::HostNatService(_) => "HostNatService",
             Object::HostNatServiceConfig(_) => "HostNatServiceConfig",
             Object::HostNatServiceNameServiceSpec(_) => "HostNatServiceNameServiceSpec",
@@ -724,7 +649,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -793,7 +718,7 @@ impl x::DataObject for Object {
             Object::HostNasVolumeConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNasVolumeSecurityType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNasVolumeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNasVolumeUserInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNasVolumeUserInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNatService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNatServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNatServiceNameServiceSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1766,7 +1691,7 @@ impl x::ObjectType for HostNasVolumeSpec {
     }
 }
 
-impl x::ObjectType for HostNasVolumeUserInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNasVolumeUserInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

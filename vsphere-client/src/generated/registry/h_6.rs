@@ -355,7 +355,7 @@ pub enum Object {
     HostNetStackInstanceSystemStackKey(Box<HostNetStackInstanceSystemStackKey>),
     HostNetworkConfig(Box<HostNetworkConfig>),
     HostNetworkConfigNetStackSpec(Box<HostNetworkConfigNetStackSpec>),
-    HostNetworkConfigResult(Box<HostNetworkConfigResult>),
+    #[cfg(feature = "admin")] HostNetworkConfigResult(Box<HostNetworkConfigResult>),
     HostNetworkInfo(Box<HostNetworkInfo>),
     HostNetworkPolicy(Box<HostNetworkPolicy>),
     HostNetworkResourceRuntime(Box<HostNetworkResourceRuntime>),
@@ -379,12 +379,12 @@ pub enum Object {
     HostNumericSensorHealthState(Box<HostNumericSensorHealthState>),
     HostNumericSensorInfo(Box<HostNumericSensorInfo>),
     HostNumericSensorType(Box<HostNumericSensorType>),
-    HostNvmeConnectSpec(Box<HostNvmeConnectSpec>),
+    #[cfg(feature = "admin")] HostNvmeConnectSpec(Box<HostNvmeConnectSpec>),
     HostNvmeController(Box<HostNvmeController>),
-    HostNvmeDisconnectSpec(Box<HostNvmeDisconnectSpec>),
-    HostNvmeDiscoverSpec(Box<HostNvmeDiscoverSpec>),
-    HostNvmeDiscoveryLog(Box<HostNvmeDiscoveryLog>),
-    HostNvmeDiscoveryLogEntry(Box<HostNvmeDiscoveryLogEntry>),
+    #[cfg(feature = "admin")] HostNvmeDisconnectSpec(Box<HostNvmeDisconnectSpec>),
+    #[cfg(feature = "admin")] HostNvmeDiscoverSpec(Box<HostNvmeDiscoverSpec>),
+    #[cfg(feature = "admin")] HostNvmeDiscoveryLog(Box<HostNvmeDiscoveryLog>),
+    #[cfg(feature = "admin")] HostNvmeDiscoveryLogEntry(Box<HostNvmeDiscoveryLogEntry>),
     HostNvmeDiscoveryLogSubsystemType(Box<HostNvmeDiscoveryLogSubsystemType>),
     HostNvmeDiscoveryLogTransportRequirements(Box<HostNvmeDiscoveryLogTransportRequirements>),
     HostNvmeNamespace(Box<HostNvmeNamespace>),
@@ -411,8 +411,8 @@ pub enum Object {
     HostPartialMaintenanceModeStatus(Box<HostPartialMaintenanceModeStatus>),
     HostPatchManagerInstallState(Box<HostPatchManagerInstallState>),
     HostPatchManagerIntegrityStatus(Box<HostPatchManagerIntegrityStatus>),
-    HostPatchManagerLocator(Box<HostPatchManagerLocator>),
-    HostPatchManagerPatchManagerOperationSpec(Box<HostPatchManagerPatchManagerOperationSpec>),
+    #[cfg(feature = "admin")] HostPatchManagerLocator(Box<HostPatchManagerLocator>),
+    #[cfg(feature = "admin")] HostPatchManagerPatchManagerOperationSpec(Box<HostPatchManagerPatchManagerOperationSpec>),
     HostPatchManagerReason(Box<HostPatchManagerReason>),
     HostPatchManagerResult(Box<HostPatchManagerResult>),
     HostPatchManagerStatus(Box<HostPatchManagerStatus>),
@@ -435,7 +435,7 @@ fn decode(
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetStackInstanceSystemStackKey(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkConfig(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkConfigNetStackSpec(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkConfigResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkConfigResult(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkInfo(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkPolicy(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkResourceRuntime(v), Err(e) => return Some(Err(e)) },
@@ -459,12 +459,12 @@ fn decode(
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNumericSensorHealthState(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNumericSensorInfo(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNumericSensorType(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeConnectSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeConnectSpec(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeController(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeDisconnectSpec(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeDiscoverSpec(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeDiscoveryLog(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeDiscoveryLogEntry(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeDisconnectSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeDiscoverSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeDiscoveryLog(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeDiscoveryLogEntry(v), Err(e) => return Some(Err(e)) },
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeDiscoveryLogSubsystemType(v), Err(e) => return Some(Err(e)) },
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeDiscoveryLogTransportRequirements(v), Err(e) => return Some(Err(e)) },
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeNamespace(v), Err(e) => return Some(Err(e)) },
@@ -491,8 +491,8 @@ fn decode(
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPartialMaintenanceModeStatus(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPatchManagerInstallState(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPatchManagerIntegrityStatus(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPatchManagerLocator(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPatchManagerPatchManagerOperationSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPatchManagerLocator(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPatchManagerPatchManagerOperationSpec(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPatchManagerReason(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPatchManagerResult(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPatchManagerStatus(v), Err(e) => return Some(Err(e)) },
@@ -509,7 +509,7 @@ impl std::fmt::Debug for Object {
             Object::HostNetStackInstanceSystemStackKey(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNetworkConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNetworkConfigNetStackSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNetworkConfigResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNetworkConfigResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNetworkPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNetworkResourceRuntime(v) => std::fmt::Debug::fmt(&**v, f),
@@ -533,12 +533,12 @@ impl std::fmt::Debug for Object {
             Object::HostNumericSensorHealthState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNumericSensorInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNumericSensorType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNvmeConnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNvmeConnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNvmeController(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNvmeDisconnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNvmeDiscoverSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNvmeDiscoveryLog(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNvmeDiscoveryLogEntry(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNvmeDisconnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNvmeDiscoverSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNvmeDiscoveryLog(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNvmeDiscoveryLogEntry(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNvmeDiscoveryLogSubsystemType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNvmeDiscoveryLogTransportRequirements(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNvmeNamespace(v) => std::fmt::Debug::fmt(&**v, f),
@@ -565,8 +565,8 @@ impl std::fmt::Debug for Object {
             Object::HostPartialMaintenanceModeStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPatchManagerInstallState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPatchManagerIntegrityStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPatchManagerLocator(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPatchManagerPatchManagerOperationSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPatchManagerLocator(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPatchManagerPatchManagerOperationSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPatchManagerReason(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPatchManagerResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPatchManagerStatus(v) => std::fmt::Debug::fmt(&**v, f),
@@ -580,79 +580,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::HostNetStackInstance(v) => Object::HostNetStackInstance(Box::new((**v).clone())),
-            Object::HostNetStackInstanceCongestionControlAlgorithmType(v) => Object::HostNetStackInstanceCongestionControlAlgorithmType(Box::new((**v).clone())),
-            Object::HostNetStackInstanceSystemStackKey(v) => Object::HostNetStackInstanceSystemStackKey(Box::new((**v).clone())),
-            Object::HostNetworkConfig(v) => Object::HostNetworkConfig(Box::new((**v).clone())),
-            Object::HostNetworkConfigNetStackSpec(v) => Object::HostNetworkConfigNetStackSpec(Box::new((**v).clone())),
-            Object::HostNetworkConfigResult(v) => Object::HostNetworkConfigResult(Box::new((**v).clone())),
-            Object::HostNetworkInfo(v) => Object::HostNetworkInfo(Box::new((**v).clone())),
-            Object::HostNetworkPolicy(v) => Object::HostNetworkPolicy(Box::new((**v).clone())),
-            Object::HostNetworkResourceRuntime(v) => Object::HostNetworkResourceRuntime(Box::new((**v).clone())),
-            Object::HostNetworkSecurityPolicy(v) => Object::HostNetworkSecurityPolicy(Box::new((**v).clone())),
-            Object::HostNetworkTrafficShapingPolicy(v) => Object::HostNetworkTrafficShapingPolicy(Box::new((**v).clone())),
-            Object::HostNewNetworkConnectInfo(v) => Object::HostNewNetworkConnectInfo(Box::new((**v).clone())),
-            Object::HostNfcConnectionInfo(v) => Object::HostNfcConnectionInfo(Box::new((**v).clone())),
-            Object::HostNicFailureCriteria(v) => Object::HostNicFailureCriteria(Box::new((**v).clone())),
-            Object::HostNicOrderPolicy(v) => Object::HostNicOrderPolicy(Box::new((**v).clone())),
-            Object::HostNicTeamingPolicy(v) => Object::HostNicTeamingPolicy(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostNoAvailableNetworksEvent(v) => Object::HostNoAvailableNetworksEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostNoHAEnabledPortGroupsEvent(v) => Object::HostNoHAEnabledPortGroupsEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostNoRedundantManagementNetworkEvent(v) => Object::HostNoRedundantManagementNetworkEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostNonCompliantEvent(v) => Object::HostNonCompliantEvent(Box::new((**v).clone())),
-            Object::HostNotConnected(v) => Object::HostNotConnected(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostNotInClusterEvent(v) => Object::HostNotInClusterEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostNotReachable(v) => Object::HostNotReachable(Box::new((**v).clone())),
-            Object::HostNtpConfig(v) => Object::HostNtpConfig(Box::new((**v).clone())),
-            Object::HostNumaInfo(v) => Object::HostNumaInfo(Box::new((**v).clone())),
-            Object::HostNumaNode(v) => Object::HostNumaNode(Box::new((**v).clone())),
-            Object::HostNumericSensorHealthState(v) => Object::HostNumericSensorHealthState(Box::new((**v).clone())),
-            Object::HostNumericSensorInfo(v) => Object::HostNumericSensorInfo(Box::new((**v).clone())),
-            Object::HostNumericSensorType(v) => Object::HostNumericSensorType(Box::new((**v).clone())),
-            Object::HostNvmeConnectSpec(v) => Object::HostNvmeConnectSpec(Box::new((**v).clone())),
-            Object::HostNvmeController(v) => Object::HostNvmeController(Box::new((**v).clone())),
-            Object::HostNvmeDisconnectSpec(v) => Object::HostNvmeDisconnectSpec(Box::new((**v).clone())),
-            Object::HostNvmeDiscoverSpec(v) => Object::HostNvmeDiscoverSpec(Box::new((**v).clone())),
-            Object::HostNvmeDiscoveryLog(v) => Object::HostNvmeDiscoveryLog(Box::new((**v).clone())),
-            Object::HostNvmeDiscoveryLogEntry(v) => Object::HostNvmeDiscoveryLogEntry(Box::new((**v).clone())),
-            Object::HostNvmeDiscoveryLogSubsystemType(v) => Object::HostNvmeDiscoveryLogSubsystemType(Box::new((**v).clone())),
-            Object::HostNvmeDiscoveryLogTransportRequirements(v) => Object::HostNvmeDiscoveryLogTransportRequirements(Box::new((**v).clone())),
-            Object::HostNvmeNamespace(v) => Object::HostNvmeNamespace(Box::new((**v).clone())),
-            Object::HostNvmeOpaqueTransportParameters(v) => Object::HostNvmeOpaqueTransportParameters(Box::new((**v).clone())),
-            Object::HostNvmeOverFibreChannelParameters(v) => Object::HostNvmeOverFibreChannelParameters(Box::new((**v).clone())),
-            Object::HostNvmeOverRdmaParameters(v) => Object::HostNvmeOverRdmaParameters(Box::new((**v).clone())),
-            Object::HostNvmeOverTcpParameters(v) => Object::HostNvmeOverTcpParameters(Box::new((**v).clone())),
-            Object::HostNvmeSpec(v) => Object::HostNvmeSpec(Box::new((**v).clone())),
-            Object::HostNvmeTopology(v) => Object::HostNvmeTopology(Box::new((**v).clone())),
-            Object::HostNvmeTopologyInterface(v) => Object::HostNvmeTopologyInterface(Box::new((**v).clone())),
-            Object::HostNvmeTransportParameters(v) => Object::HostNvmeTransportParameters(Box::new((**v).clone())),
-            Object::HostNvmeTransportParametersNvmeAddressFamily(v) => Object::HostNvmeTransportParametersNvmeAddressFamily(Box::new((**v).clone())),
-            Object::HostNvmeTransportType(v) => Object::HostNvmeTransportType(Box::new((**v).clone())),
-            Object::HostOpaqueNetworkInfo(v) => Object::HostOpaqueNetworkInfo(Box::new((**v).clone())),
-            Object::HostOpaqueSwitch(v) => Object::HostOpaqueSwitch(Box::new((**v).clone())),
-            Object::HostOpaqueSwitchOpaqueSwitchState(v) => Object::HostOpaqueSwitchOpaqueSwitchState(Box::new((**v).clone())),
-            Object::HostOpaqueSwitchPhysicalNicZone(v) => Object::HostOpaqueSwitchPhysicalNicZone(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostOvercommittedEvent(v) => Object::HostOvercommittedEvent(Box::new((**v).clone())),
-            Object::HostPMemVolume(v) => Object::HostPMemVolume(Box::new((**v).clone())),
-            Object::HostParallelScsiHba(v) => Object::HostParallelScsiHba(Box::new((**v).clone())),
-            Object::HostParallelScsiTargetTransport(v) => Object::HostParallelScsiTargetTransport(Box::new((**v).clone())),
-            Object::HostPartialMaintenanceModeId(v) => Object::HostPartialMaintenanceModeId(Box::new((**v).clone())),
-            Object::HostPartialMaintenanceModeRuntimeInfo(v) => Object::HostPartialMaintenanceModeRuntimeInfo(Box::new((**v).clone())),
-            Object::HostPartialMaintenanceModeStatus(v) => Object::HostPartialMaintenanceModeStatus(Box::new((**v).clone())),
-            Object::HostPatchManagerInstallState(v) => Object::HostPatchManagerInstallState(Box::new((**v).clone())),
-            Object::HostPatchManagerIntegrityStatus(v) => Object::HostPatchManagerIntegrityStatus(Box::new((**v).clone())),
-            Object::HostPatchManagerLocator(v) => Object::HostPatchManagerLocator(Box::new((**v).clone())),
-            Object::HostPatchManagerPatchManagerOperationSpec(v) => Object::HostPatchManagerPatchManagerOperationSpec(Box::new((**v).clone())),
-            Object::HostPatchManagerReason(v) => Object::HostPatchManagerReason(Box::new((**v).clone())),
-            Object::HostPatchManagerResult(v) => Object::HostPatchManagerResult(Box::new((**v).clone())),
-            Object::HostPatchManagerStatus(v) => Object::HostPatchManagerStatus(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -661,7 +588,7 @@ impl x::DataObject for Object {
             Object::HostNetStackInstanceSystemStackKey(_) => "HostNetStackInstanceSystemStackKey",
             Object::HostNetworkConfig(_) => "HostNetworkConfig",
             Object::HostNetworkConfigNetStackSpec(_) => "HostNetworkConfigNetStackSpec",
-            Object::HostNetworkConfigResult(_) => "HostNetworkConfigResult",
+            #[cfg(feature = "admin")] Object::HostNetworkConfigResult(_) => "HostNetworkConfigResult",
             Object::HostNetworkInfo(_) => "HostNetworkInfo",
             Object::HostNetworkPolicy(_) => "HostNetworkPolicy",
             Object::HostNetworkResourceRuntime(_) => "HostNetworkResourceRuntime",
@@ -685,12 +612,12 @@ impl x::DataObject for Object {
             Object::HostNumericSensorHealthState(_) => "HostNumericSensorHealthState",
             Object::HostNumericSensorInfo(_) => "HostNumericSensorInfo",
             Object::HostNumericSensorType(_) => "HostNumericSensorType",
-            Object::HostNvmeConnectSpec(_) => "HostNvmeConnectSpec",
+            #[cfg(feature = "admin")] Object::HostNvmeConnectSpec(_) => "HostNvmeConnectSpec",
             Object::HostNvmeController(_) => "HostNvmeController",
-            Object::HostNvmeDisconnectSpec(_) => "HostNvmeDisconnectSpec",
-            Object::HostNvmeDiscoverSpec(_) => "HostNvmeDiscoverSpec",
-            Object::HostNvmeDiscoveryLog(_) => "HostNvmeDiscoveryLog",
-            Object::HostNvmeDiscoveryLogEntry(_) => "HostNvmeDiscoveryLogEntry",
+            #[cfg(feature = "admin")] Object::HostNvmeDisconnectSpec(_) => "HostNvmeDisconnectSpec",
+            #[cfg(feature = "admin")] Object::HostNvmeDiscoverSpec(_) => "HostNvmeDiscoverSpec",
+            #[cfg(feature = "admin")] Object::HostNvmeDiscoveryLog(_) => "HostNvmeDiscoveryLog",
+            #[cfg(feature = "admin")] Object::HostNvmeDiscoveryLogEntry(_) => "HostNvmeDiscoveryLogEntry",
             Object::HostNvmeDiscoveryLogSubsystemType(_) => "HostNvmeDiscoveryLogSubsystemType",
             Object::HostNvmeDiscoveryLogTransportRequirements(_) => "HostNvmeDiscoveryLogTransportRequirements",
             Object::HostNvmeNamespace(_) => "HostNvmeNamespace",
@@ -717,8 +644,8 @@ impl x::DataObject for Object {
             Object::HostPartialMaintenanceModeStatus(_) => "HostPartialMaintenanceModeStatus",
             Object::HostPatchManagerInstallState(_) => "HostPatchManagerInstallState",
             Object::HostPatchManagerIntegrityStatus(_) => "HostPatchManagerIntegrityStatus",
-            Object::HostPatchManagerLocator(_) => "HostPatchManagerLocator",
-            Object::HostPatchManagerPatchManagerOperationSpec(_) => "HostPatchManagerPatchManagerOperationSpec",
+            #[cfg(feature = "admin")] Object::HostPatchManagerLocator(_) => "HostPatchManagerLocator",
+            #[cfg(feature = "admin")] Object::HostPatchManagerPatchManagerOperationSpec(_) => "HostPatchManagerPatchManagerOperationSpec",
             Object::HostPatchManagerReason(_) => "HostPatchManagerReason",
             Object::HostPatchManagerResult(_) => "HostPatchManagerResult",
             Object::HostPatchManagerStatus(_) => "HostPatchManagerStatus",
@@ -732,7 +659,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -746,7 +673,7 @@ impl x::DataObject for Object {
             Object::HostNetStackInstanceSystemStackKey(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNetworkConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNetworkConfigNetStackSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNetworkConfigResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNetworkConfigResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNetworkPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNetworkResourceRuntime(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -770,12 +697,12 @@ impl x::DataObject for Object {
             Object::HostNumericSensorHealthState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNumericSensorInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNumericSensorType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNvmeConnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNvmeConnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNvmeController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNvmeDisconnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNvmeDiscoverSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNvmeDiscoveryLog(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNvmeDiscoveryLogEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNvmeDisconnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNvmeDiscoverSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNvmeDiscoveryLog(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNvmeDiscoveryLogEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNvmeDiscoveryLogSubsystemType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNvmeDiscoveryLogTransportRequirements(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNvmeNamespace(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -802,8 +729,8 @@ impl x::DataObject for Object {
             Object::HostPartialMaintenanceModeStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPatchManagerInstallState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPatchManagerIntegrityStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPatchManagerLocator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPatchManagerPatchManagerOperationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPatchManagerLocator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPatchManagerPatchManagerOperationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPatchManagerReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPatchManagerResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPatchManagerStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -892,7 +819,7 @@ impl x::ObjectType for HostNetworkConfigNetStackSpec {
     }
 }
 
-impl x::ObjectType for HostNetworkConfigResult {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNetworkConfigResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1276,7 +1203,7 @@ impl x::ObjectType for HostNumericSensorType {
     }
 }
 
-impl x::ObjectType for HostNvmeConnectSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNvmeConnectSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1308,7 +1235,7 @@ impl x::ObjectType for HostNvmeController {
     }
 }
 
-impl x::ObjectType for HostNvmeDisconnectSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNvmeDisconnectSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1324,7 +1251,7 @@ impl x::ObjectType for HostNvmeDisconnectSpec {
     }
 }
 
-impl x::ObjectType for HostNvmeDiscoverSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNvmeDiscoverSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1340,7 +1267,7 @@ impl x::ObjectType for HostNvmeDiscoverSpec {
     }
 }
 
-impl x::ObjectType for HostNvmeDiscoveryLog {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNvmeDiscoveryLog {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1356,7 +1283,7 @@ impl x::ObjectType for HostNvmeDiscoveryLog {
     }
 }
 
-impl x::ObjectType for HostNvmeDiscoveryLogEntry {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNvmeDiscoveryLogEntry {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1788,7 +1715,7 @@ impl x::ObjectType for HostPatchManagerIntegrityStatus {
     }
 }
 
-impl x::ObjectType for HostPatchManagerLocator {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPatchManagerLocator {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1804,7 +1731,7 @@ impl x::ObjectType for HostPatchManagerLocator {
     }
 }
 
-impl x::ObjectType for HostPatchManagerPatchManagerOperationSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPatchManagerPatchManagerOperationSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

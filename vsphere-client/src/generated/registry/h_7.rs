@@ -343,10 +343,10 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 #[doc(hidden)]
 pub enum Object {
     HostPatchManagerStatusPrerequisitePatch(Box<HostPatchManagerStatusPrerequisitePatch>),
-    HostPathSelectionPolicyOption(Box<HostPathSelectionPolicyOption>),
+    #[cfg(feature = "admin")] HostPathSelectionPolicyOption(Box<HostPathSelectionPolicyOption>),
     HostPciDevice(Box<HostPciDevice>),
     HostPciDeviceDirectPathInfo(Box<HostPciDeviceDirectPathInfo>),
-    HostPciPassthruConfig(Box<HostPciPassthruConfig>),
+    #[cfg(feature = "admin")] HostPciPassthruConfig(Box<HostPciPassthruConfig>),
     HostPciPassthruInfo(Box<HostPciPassthruInfo>),
     HostPciPassthruInfoDirectPathDeviceMode(Box<HostPciPassthruInfoDirectPathDeviceMode>),
     HostPciPassthruInfoDirectPathState(Box<HostPciPassthruInfoDirectPathState>),
@@ -372,10 +372,10 @@ pub enum Object {
     HostPowerPolicy(Box<HostPowerPolicy>),
     #[cfg(feature = "all-events")] HostPrimaryAgentNotShortNameEvent(Box<HostPrimaryAgentNotShortNameEvent>),
     #[cfg(feature = "all-events")] HostProfileAppliedEvent(Box<HostProfileAppliedEvent>),
-    HostProfileCompleteConfigSpec(Box<HostProfileCompleteConfigSpec>),
-    HostProfileConfigInfo(Box<HostProfileConfigInfo>),
-    HostProfileConfigSpec(Box<HostProfileConfigSpec>),
-    HostProfileHostBasedConfigSpec(Box<HostProfileHostBasedConfigSpec>),
+    #[cfg(feature = "admin")] HostProfileCompleteConfigSpec(Box<HostProfileCompleteConfigSpec>),
+    #[cfg(feature = "admin")] HostProfileConfigInfo(Box<HostProfileConfigInfo>),
+    #[cfg(feature = "admin")] HostProfileConfigSpec(Box<HostProfileConfigSpec>),
+    #[cfg(feature = "admin")] HostProfileHostBasedConfigSpec(Box<HostProfileHostBasedConfigSpec>),
     HostProfileManagerAnswerFileStatus(Box<HostProfileManagerAnswerFileStatus>),
     HostProfileManagerCompositionResult(Box<HostProfileManagerCompositionResult>),
     HostProfileManagerCompositionResultResultElement(Box<HostProfileManagerCompositionResultResultElement>),
@@ -383,11 +383,11 @@ pub enum Object {
     HostProfileManagerCompositionValidationResult(Box<HostProfileManagerCompositionValidationResult>),
     HostProfileManagerCompositionValidationResultResultElement(Box<HostProfileManagerCompositionValidationResultResultElement>),
     HostProfileManagerCompositionValidationResultResultElementStatus(Box<HostProfileManagerCompositionValidationResultResultElementStatus>),
-    HostProfileManagerConfigTaskList(Box<HostProfileManagerConfigTaskList>),
+    #[cfg(feature = "admin")] HostProfileManagerConfigTaskList(Box<HostProfileManagerConfigTaskList>),
     HostProfileManagerHostToConfigSpecMap(Box<HostProfileManagerHostToConfigSpecMap>),
     HostProfileManagerTaskListRequirement(Box<HostProfileManagerTaskListRequirement>),
-    HostProfileSerializedHostProfileSpec(Box<HostProfileSerializedHostProfileSpec>),
-    HostProfileValidationFailureInfo(Box<HostProfileValidationFailureInfo>),
+    #[cfg(feature = "admin")] HostProfileSerializedHostProfileSpec(Box<HostProfileSerializedHostProfileSpec>),
+    #[cfg(feature = "admin")] HostProfileValidationFailureInfo(Box<HostProfileValidationFailureInfo>),
     HostProfileValidationFailureInfoUpdateType(Box<HostProfileValidationFailureInfoUpdateType>),
     HostProfileValidationState(Box<HostProfileValidationState>),
     HostProfilesEntityCustomizations(Box<HostProfilesEntityCustomizations>),
@@ -424,10 +424,10 @@ fn decode(
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPatchManagerStatusPrerequisitePatch(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPathSelectionPolicyOption(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPathSelectionPolicyOption(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPciDevice(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPciDeviceDirectPathInfo(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPciPassthruConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPciPassthruConfig(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPciPassthruInfo(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPciPassthruInfoDirectPathDeviceMode(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPciPassthruInfoDirectPathState(v), Err(e) => return Some(Err(e)) },
@@ -453,10 +453,10 @@ fn decode(
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPowerPolicy(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPrimaryAgentNotShortNameEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileAppliedEvent(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileCompleteConfigSpec(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileConfigInfo(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileConfigSpec(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileHostBasedConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileCompleteConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileConfigInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileHostBasedConfigSpec(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileManagerAnswerFileStatus(v), Err(e) => return Some(Err(e)) },
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileManagerCompositionResult(v), Err(e) => return Some(Err(e)) },
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileManagerCompositionResultResultElement(v), Err(e) => return Some(Err(e)) },
@@ -464,11 +464,11 @@ fn decode(
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileManagerCompositionValidationResult(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileManagerCompositionValidationResultResultElement(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileManagerCompositionValidationResultResultElementStatus(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileManagerConfigTaskList(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileManagerConfigTaskList(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileManagerHostToConfigSpecMap(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileManagerTaskListRequirement(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileSerializedHostProfileSpec(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileValidationFailureInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileSerializedHostProfileSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileValidationFailureInfo(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileValidationFailureInfoUpdateType(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileValidationState(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfilesEntityCustomizations(v), Err(e) => return Some(Err(e)) },
@@ -499,10 +499,10 @@ impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Object::HostPatchManagerStatusPrerequisitePatch(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPathSelectionPolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPathSelectionPolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPciDevice(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPciDeviceDirectPathInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPciPassthruConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPciPassthruConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPciPassthruInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPciPassthruInfoDirectPathDeviceMode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPciPassthruInfoDirectPathState(v) => std::fmt::Debug::fmt(&**v, f),
@@ -528,10 +528,10 @@ impl std::fmt::Debug for Object {
             Object::HostPowerPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostPrimaryAgentNotShortNameEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostProfileAppliedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostProfileCompleteConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostProfileConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostProfileConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostProfileHostBasedConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostProfileCompleteConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostProfileConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostProfileConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostProfileHostBasedConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostProfileManagerAnswerFileStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostProfileManagerCompositionResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostProfileManagerCompositionResultResultElement(v) => std::fmt::Debug::fmt(&**v, f),
@@ -539,11 +539,11 @@ impl std::fmt::Debug for Object {
             Object::HostProfileManagerCompositionValidationResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostProfileManagerCompositionValidationResultResultElement(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostProfileManagerCompositionValidationResultResultElementStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostProfileManagerConfigTaskList(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostProfileManagerConfigTaskList(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostProfileManagerHostToConfigSpecMap(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostProfileManagerTaskListRequirement(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostProfileSerializedHostProfileSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostProfileValidationFailureInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostProfileSerializedHostProfileSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostProfileValidationFailureInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostProfileValidationFailureInfoUpdateType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostProfileValidationState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostProfilesEntityCustomizations(v) => std::fmt::Debug::fmt(&**v, f),
@@ -575,88 +575,14 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::HostPatchManagerStatusPrerequisitePatch(v) => Object::HostPatchManagerStatusPrerequisitePatch(Box::new((**v).clone())),
-            Object::HostPathSelectionPolicyOption(v) => Object::HostPathSelectionPolicyOption(Box::new((**v).clone())),
-            Object::HostPciDevice(v) => Object::HostPciDevice(Box::new((**v).clone())),
-            Object::HostPciDeviceDirectPathInfo(v) => Object::HostPciDeviceDirectPathInfo(Box::new((**v).clone())),
-            Object::HostPciPassthruConfig(v) => Object::HostPciPassthruConfig(Box::new((**v).clone())),
-            Object::HostPciPassthruInfo(v) => Object::HostPciPassthruInfo(Box::new((**v).clone())),
-            Object::HostPciPassthruInfoDirectPathDeviceMode(v) => Object::HostPciPassthruInfoDirectPathDeviceMode(Box::new((**v).clone())),
-            Object::HostPciPassthruInfoDirectPathState(v) => Object::HostPciPassthruInfoDirectPathState(Box::new((**v).clone())),
-            Object::HostPcieHba(v) => Object::HostPcieHba(Box::new((**v).clone())),
-            Object::HostPcieTargetTransport(v) => Object::HostPcieTargetTransport(Box::new((**v).clone())),
-            Object::HostPersistentMemoryInfo(v) => Object::HostPersistentMemoryInfo(Box::new((**v).clone())),
-            Object::HostPlacedVirtualNicIdentifier(v) => Object::HostPlacedVirtualNicIdentifier(Box::new((**v).clone())),
-            Object::HostPlugStoreTopology(v) => Object::HostPlugStoreTopology(Box::new((**v).clone())),
-            Object::HostPlugStoreTopologyAdapter(v) => Object::HostPlugStoreTopologyAdapter(Box::new((**v).clone())),
-            Object::HostPlugStoreTopologyDevice(v) => Object::HostPlugStoreTopologyDevice(Box::new((**v).clone())),
-            Object::HostPlugStoreTopologyPath(v) => Object::HostPlugStoreTopologyPath(Box::new((**v).clone())),
-            Object::HostPlugStoreTopologyPlugin(v) => Object::HostPlugStoreTopologyPlugin(Box::new((**v).clone())),
-            Object::HostPlugStoreTopologyTarget(v) => Object::HostPlugStoreTopologyTarget(Box::new((**v).clone())),
-            Object::HostPnicNetworkResourceInfo(v) => Object::HostPnicNetworkResourceInfo(Box::new((**v).clone())),
-            Object::HostPortGroup(v) => Object::HostPortGroup(Box::new((**v).clone())),
-            Object::HostPortGroupConfig(v) => Object::HostPortGroupConfig(Box::new((**v).clone())),
-            Object::HostPortGroupPort(v) => Object::HostPortGroupPort(Box::new((**v).clone())),
-            Object::HostPortGroupProfile(v) => Object::HostPortGroupProfile(Box::new((**v).clone())),
-            Object::HostPortGroupSpec(v) => Object::HostPortGroupSpec(Box::new((**v).clone())),
-            Object::HostPosixAccountSpec(v) => Object::HostPosixAccountSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostPowerOpFailed(v) => Object::HostPowerOpFailed(Box::new((**v).clone())),
-            Object::HostPowerOperationType(v) => Object::HostPowerOperationType(Box::new((**v).clone())),
-            Object::HostPowerPolicy(v) => Object::HostPowerPolicy(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostPrimaryAgentNotShortNameEvent(v) => Object::HostPrimaryAgentNotShortNameEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostProfileAppliedEvent(v) => Object::HostProfileAppliedEvent(Box::new((**v).clone())),
-            Object::HostProfileCompleteConfigSpec(v) => Object::HostProfileCompleteConfigSpec(Box::new((**v).clone())),
-            Object::HostProfileConfigInfo(v) => Object::HostProfileConfigInfo(Box::new((**v).clone())),
-            Object::HostProfileConfigSpec(v) => Object::HostProfileConfigSpec(Box::new((**v).clone())),
-            Object::HostProfileHostBasedConfigSpec(v) => Object::HostProfileHostBasedConfigSpec(Box::new((**v).clone())),
-            Object::HostProfileManagerAnswerFileStatus(v) => Object::HostProfileManagerAnswerFileStatus(Box::new((**v).clone())),
-            Object::HostProfileManagerCompositionResult(v) => Object::HostProfileManagerCompositionResult(Box::new((**v).clone())),
-            Object::HostProfileManagerCompositionResultResultElement(v) => Object::HostProfileManagerCompositionResultResultElement(Box::new((**v).clone())),
-            Object::HostProfileManagerCompositionResultResultElementStatus(v) => Object::HostProfileManagerCompositionResultResultElementStatus(Box::new((**v).clone())),
-            Object::HostProfileManagerCompositionValidationResult(v) => Object::HostProfileManagerCompositionValidationResult(Box::new((**v).clone())),
-            Object::HostProfileManagerCompositionValidationResultResultElement(v) => Object::HostProfileManagerCompositionValidationResultResultElement(Box::new((**v).clone())),
-            Object::HostProfileManagerCompositionValidationResultResultElementStatus(v) => Object::HostProfileManagerCompositionValidationResultResultElementStatus(Box::new((**v).clone())),
-            Object::HostProfileManagerConfigTaskList(v) => Object::HostProfileManagerConfigTaskList(Box::new((**v).clone())),
-            Object::HostProfileManagerHostToConfigSpecMap(v) => Object::HostProfileManagerHostToConfigSpecMap(Box::new((**v).clone())),
-            Object::HostProfileManagerTaskListRequirement(v) => Object::HostProfileManagerTaskListRequirement(Box::new((**v).clone())),
-            Object::HostProfileSerializedHostProfileSpec(v) => Object::HostProfileSerializedHostProfileSpec(Box::new((**v).clone())),
-            Object::HostProfileValidationFailureInfo(v) => Object::HostProfileValidationFailureInfo(Box::new((**v).clone())),
-            Object::HostProfileValidationFailureInfoUpdateType(v) => Object::HostProfileValidationFailureInfoUpdateType(Box::new((**v).clone())),
-            Object::HostProfileValidationState(v) => Object::HostProfileValidationState(Box::new((**v).clone())),
-            Object::HostProfilesEntityCustomizations(v) => Object::HostProfilesEntityCustomizations(Box::new((**v).clone())),
-            Object::HostProtocolEndpoint(v) => Object::HostProtocolEndpoint(Box::new((**v).clone())),
-            Object::HostProtocolEndpointPEType(v) => Object::HostProtocolEndpointPEType(Box::new((**v).clone())),
-            Object::HostProtocolEndpointProtocolEndpointType(v) => Object::HostProtocolEndpointProtocolEndpointType(Box::new((**v).clone())),
-            Object::HostProxySwitch(v) => Object::HostProxySwitch(Box::new((**v).clone())),
-            Object::HostProxySwitchConfig(v) => Object::HostProxySwitchConfig(Box::new((**v).clone())),
-            Object::HostProxySwitchEnsInfo(v) => Object::HostProxySwitchEnsInfo(Box::new((**v).clone())),
-            Object::HostProxySwitchHostLagConfig(v) => Object::HostProxySwitchHostLagConfig(Box::new((**v).clone())),
-            Object::HostProxySwitchSpec(v) => Object::HostProxySwitchSpec(Box::new((**v).clone())),
-            Object::HostPtpConfig(v) => Object::HostPtpConfig(Box::new((**v).clone())),
-            Object::HostPtpConfigDeviceType(v) => Object::HostPtpConfigDeviceType(Box::new((**v).clone())),
-            Object::HostPtpConfigPtpPort(v) => Object::HostPtpConfigPtpPort(Box::new((**v).clone())),
-            Object::HostQualifiedName(v) => Object::HostQualifiedName(Box::new((**v).clone())),
-            Object::HostQualifiedNameType(v) => Object::HostQualifiedNameType(Box::new((**v).clone())),
-            Object::HostRdmaDevice(v) => Object::HostRdmaDevice(Box::new((**v).clone())),
-            Object::HostRdmaDeviceBacking(v) => Object::HostRdmaDeviceBacking(Box::new((**v).clone())),
-            Object::HostRdmaDeviceCapability(v) => Object::HostRdmaDeviceCapability(Box::new((**v).clone())),
-            Object::HostRdmaDeviceConnectionInfo(v) => Object::HostRdmaDeviceConnectionInfo(Box::new((**v).clone())),
-            Object::HostRdmaDeviceConnectionState(v) => Object::HostRdmaDeviceConnectionState(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
             Object::HostPatchManagerStatusPrerequisitePatch(_) => "HostPatchManagerStatusPrerequisitePatch",
-            Object::HostPathSelectionPolicyOption(_) => "HostPathSelectionPolicyOption",
+            #[cfg(feature = "admin")] Object::HostPathSelectionPolicyOption(_) => "HostPathSelectionPolicyOption",
             Object::HostPciDevice(_) => "HostPciDevice",
             Object::HostPciDeviceDirectPathInfo(_) => "HostPciDeviceDirectPathInfo",
-            Object::HostPciPassthruConfig(_) => "HostPciPassthruConfig",
+            #[cfg(feature = "admin")] Object::HostPciPassthruConfig(_) => "HostPciPassthruConfig",
             Object::HostPciPassthruInfo(_) => "HostPciPassthruInfo",
             Object::HostPciPassthruInfoDirectPathDeviceMode(_) => "HostPciPassthruInfoDirectPathDeviceMode",
             Object::HostPciPassthruInfoDirectPathState(_) => "HostPciPassthruInfoDirectPathState",
@@ -682,10 +608,10 @@ impl x::DataObject for Object {
             Object::HostPowerPolicy(_) => "HostPowerPolicy",
             #[cfg(feature = "all-events")] Object::HostPrimaryAgentNotShortNameEvent(_) => "HostPrimaryAgentNotShortNameEvent",
             #[cfg(feature = "all-events")] Object::HostProfileAppliedEvent(_) => "HostProfileAppliedEvent",
-            Object::HostProfileCompleteConfigSpec(_) => "HostProfileCompleteConfigSpec",
-            Object::HostProfileConfigInfo(_) => "HostProfileConfigInfo",
-            Object::HostProfileConfigSpec(_) => "HostProfileConfigSpec",
-            Object::HostProfileHostBasedConfigSpec(_) => "HostProfileHostBasedConfigSpec",
+            #[cfg(feature = "admin")] Object::HostProfileCompleteConfigSpec(_) => "HostProfileCompleteConfigSpec",
+            #[cfg(feature = "admin")] Object::HostProfileConfigInfo(_) => "HostProfileConfigInfo",
+            #[cfg(feature = "admin")] Object::HostProfileConfigSpec(_) => "HostProfileConfigSpec",
+            #[cfg(feature = "admin")] Object::HostProfileHostBasedConfigSpec(_) => "HostProfileHostBasedConfigSpec",
             Object::HostProfileManagerAnswerFileStatus(_) => "HostProfileManagerAnswerFileStatus",
             Object::HostProfileManagerCompositionResult(_) => "HostProfileManagerCompositionResult",
             Object::HostProfileManagerCompositionResultResultElement(_) => "HostProfileManagerCompositionResultResultElement",
@@ -693,11 +619,11 @@ impl x::DataObject for Object {
             Object::HostProfileManagerCompositionValidationResult(_) => "HostProfileManagerCompositionValidationResult",
             Object::HostProfileManagerCompositionValidationResultResultElement(_) => "HostProfileManagerCompositionValidationResultResultElement",
             Object::HostProfileManagerCompositionValidationResultResultElementStatus(_) => "HostProfileManagerCompositionValidationResultResultElementStatus",
-            Object::HostProfileManagerConfigTaskList(_) => "HostProfileManagerConfigTaskList",
+            #[cfg(feature = "admin")] Object::HostProfileManagerConfigTaskList(_) => "HostProfileManagerConfigTaskList",
             Object::HostProfileManagerHostToConfigSpecMap(_) => "HostProfileManagerHostToConfigSpecMap",
             Object::HostProfileManagerTaskListRequirement(_) => "HostProfileManagerTaskListRequirement",
-            Object::HostProfileSerializedHostProfileSpec(_) => "HostProfileSerializedHostProfileSpec",
-            Object::HostProfileValidationFailureInfo(_) => "HostProfileValidationFailureInfo",
+            #[cfg(feature = "admin")] Object::HostProfileSerializedHostProfileSpec(_) => "HostProfileSerializedHostProfileSpec",
+            #[cfg(feature = "admin")] Object::HostProfileValidationFailureInfo(_) => "HostProfileValidationFailureInfo",
             Object::HostProfileValidationFailureInfoUpdateType(_) => "HostProfileValidationFailureInfoUpdateType",
             Object::HostProfileValidationState(_) => "HostProfileValidationState",
             Object::HostProfilesEntityCustomizations(_) => "HostProfilesEntityCustomizations",
@@ -729,7 +655,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -739,10 +665,10 @@ impl x::DataObject for Object {
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
             Object::HostPatchManagerStatusPrerequisitePatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPathSelectionPolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPathSelectionPolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPciDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPciDeviceDirectPathInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPciPassthruConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPciPassthruConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPciPassthruInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPciPassthruInfoDirectPathDeviceMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPciPassthruInfoDirectPathState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -768,10 +694,10 @@ impl x::DataObject for Object {
             Object::HostPowerPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostPrimaryAgentNotShortNameEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostProfileAppliedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostProfileCompleteConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostProfileConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostProfileConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostProfileHostBasedConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostProfileCompleteConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostProfileConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostProfileConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostProfileHostBasedConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostProfileManagerAnswerFileStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostProfileManagerCompositionResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostProfileManagerCompositionResultResultElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -779,11 +705,11 @@ impl x::DataObject for Object {
             Object::HostProfileManagerCompositionValidationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostProfileManagerCompositionValidationResultResultElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostProfileManagerCompositionValidationResultResultElementStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostProfileManagerConfigTaskList(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostProfileManagerConfigTaskList(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostProfileManagerHostToConfigSpecMap(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostProfileManagerTaskListRequirement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostProfileSerializedHostProfileSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostProfileValidationFailureInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostProfileSerializedHostProfileSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostProfileValidationFailureInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostProfileValidationFailureInfoUpdateType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostProfileValidationState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostProfilesEntityCustomizations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -826,7 +752,7 @@ impl x::ObjectType for HostPatchManagerStatusPrerequisitePatch {
     }
 }
 
-impl x::ObjectType for HostPathSelectionPolicyOption {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPathSelectionPolicyOption {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -874,7 +800,7 @@ impl x::ObjectType for HostPciDeviceDirectPathInfo {
     }
 }
 
-impl x::ObjectType for HostPciPassthruConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPciPassthruConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1290,7 +1216,7 @@ impl x::ObjectType for HostPowerPolicy {
     }
 }
 
-impl x::ObjectType for HostProfileCompleteConfigSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostProfileCompleteConfigSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1306,7 +1232,7 @@ impl x::ObjectType for HostProfileCompleteConfigSpec {
     }
 }
 
-impl x::ObjectType for HostProfileConfigInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostProfileConfigInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1322,7 +1248,7 @@ impl x::ObjectType for HostProfileConfigInfo {
     }
 }
 
-impl x::ObjectType for HostProfileConfigSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostProfileConfigSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1338,7 +1264,7 @@ impl x::ObjectType for HostProfileConfigSpec {
     }
 }
 
-impl x::ObjectType for HostProfileHostBasedConfigSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostProfileHostBasedConfigSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1466,7 +1392,7 @@ impl x::ObjectType for HostProfileManagerCompositionValidationResultResultElemen
     }
 }
 
-impl x::ObjectType for HostProfileManagerConfigTaskList {
+#[cfg(feature = "admin")] impl x::ObjectType for HostProfileManagerConfigTaskList {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1514,7 +1440,7 @@ impl x::ObjectType for HostProfileManagerTaskListRequirement {
     }
 }
 
-impl x::ObjectType for HostProfileSerializedHostProfileSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostProfileSerializedHostProfileSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1530,7 +1456,7 @@ impl x::ObjectType for HostProfileSerializedHostProfileSpec {
     }
 }
 
-impl x::ObjectType for HostProfileValidationFailureInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostProfileValidationFailureInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -393,23 +393,23 @@ pub enum Object {
     #[cfg(feature = "all-events")] HostShortNameInconsistentEvent(Box<HostShortNameInconsistentEvent>),
     #[cfg(feature = "all-events")] HostShortNameToIpFailedEvent(Box<HostShortNameToIpFailedEvent>),
     #[cfg(feature = "all-events")] HostShutdownEvent(Box<HostShutdownEvent>),
-    HostSnmpAgentCapability(Box<HostSnmpAgentCapability>),
-    HostSnmpConfigSpec(Box<HostSnmpConfigSpec>),
-    HostSnmpDestination(Box<HostSnmpDestination>),
-    HostSnmpSystemAgentLimits(Box<HostSnmpSystemAgentLimits>),
+    #[cfg(feature = "admin")] HostSnmpAgentCapability(Box<HostSnmpAgentCapability>),
+    #[cfg(feature = "admin")] HostSnmpConfigSpec(Box<HostSnmpConfigSpec>),
+    #[cfg(feature = "admin")] HostSnmpDestination(Box<HostSnmpDestination>),
+    #[cfg(feature = "admin")] HostSnmpSystemAgentLimits(Box<HostSnmpSystemAgentLimits>),
     HostSpecification(Box<HostSpecification>),
     #[cfg(feature = "all-events")] HostSpecificationChangedEvent(Box<HostSpecificationChangedEvent>),
     #[cfg(feature = "all-faults")] HostSpecificationOperationFailed(Box<HostSpecificationOperationFailed>),
     #[cfg(feature = "all-events")] HostSpecificationRequireEvent(Box<HostSpecificationRequireEvent>),
     #[cfg(feature = "all-events")] HostSpecificationUpdateEvent(Box<HostSpecificationUpdateEvent>),
-    HostSriovConfig(Box<HostSriovConfig>),
+    #[cfg(feature = "admin")] HostSriovConfig(Box<HostSriovConfig>),
     HostSriovDevicePoolInfo(Box<HostSriovDevicePoolInfo>),
     HostSriovInfo(Box<HostSriovInfo>),
     HostSriovNetworkDevicePoolInfo(Box<HostSriovNetworkDevicePoolInfo>),
     HostSslThumbprintInfo(Box<HostSslThumbprintInfo>),
     HostStandbyMode(Box<HostStandbyMode>),
     #[cfg(feature = "all-events")] HostStatusChangedEvent(Box<HostStatusChangedEvent>),
-    HostStorageArrayTypePolicyOption(Box<HostStorageArrayTypePolicyOption>),
+    #[cfg(feature = "admin")] HostStorageArrayTypePolicyOption(Box<HostStorageArrayTypePolicyOption>),
     HostStorageDeviceInfo(Box<HostStorageDeviceInfo>),
     HostStorageElementInfo(Box<HostStorageElementInfo>),
     HostStorageOperationalInfo(Box<HostStorageOperationalInfo>),
@@ -473,23 +473,23 @@ fn decode(
         #[cfg(feature = "all-events")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostShortNameInconsistentEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostShortNameToIpFailedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostShutdownEvent(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSnmpAgentCapability(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSnmpConfigSpec(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSnmpDestination(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSnmpSystemAgentLimits(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSnmpAgentCapability(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSnmpConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSnmpDestination(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSnmpSystemAgentLimits(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSpecification(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSpecificationChangedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSpecificationOperationFailed(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSpecificationRequireEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSpecificationUpdateEvent(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSriovConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSriovConfig(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSriovDevicePoolInfo(v), Err(e) => return Some(Err(e)) },
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSriovInfo(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSriovNetworkDevicePoolInfo(v), Err(e) => return Some(Err(e)) },
         69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSslThumbprintInfo(v), Err(e) => return Some(Err(e)) },
         70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStandbyMode(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStatusChangedEvent(v), Err(e) => return Some(Err(e)) },
-        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStorageArrayTypePolicyOption(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStorageArrayTypePolicyOption(v), Err(e) => return Some(Err(e)) },
         73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStorageDeviceInfo(v), Err(e) => return Some(Err(e)) },
         74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStorageElementInfo(v), Err(e) => return Some(Err(e)) },
         75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStorageOperationalInfo(v), Err(e) => return Some(Err(e)) },
@@ -547,23 +547,23 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::HostShortNameInconsistentEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostShortNameToIpFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostShutdownEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSnmpAgentCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSnmpConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSnmpDestination(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSnmpSystemAgentLimits(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSnmpAgentCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSnmpConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSnmpDestination(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSnmpSystemAgentLimits(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSpecification(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostSpecificationChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::HostSpecificationOperationFailed(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostSpecificationRequireEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostSpecificationUpdateEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSriovConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSriovConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSriovDevicePoolInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSriovInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSriovNetworkDevicePoolInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSslThumbprintInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostStandbyMode(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostStorageArrayTypePolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostStorageArrayTypePolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostStorageDeviceInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostStorageElementInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostStorageOperationalInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -578,79 +578,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::HostRdmaDevicePnicBacking(v) => Object::HostRdmaDevicePnicBacking(Box::new((**v).clone())),
-            Object::HostRdmaHba(v) => Object::HostRdmaHba(Box::new((**v).clone())),
-            Object::HostRdmaTargetTransport(v) => Object::HostRdmaTargetTransport(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostReconnectionFailedEvent(v) => Object::HostReconnectionFailedEvent(Box::new((**v).clone())),
-            Object::HostReliableMemoryInfo(v) => Object::HostReliableMemoryInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostRemovedEvent(v) => Object::HostRemovedEvent(Box::new((**v).clone())),
-            Object::HostReplayUnsupportedReason(v) => Object::HostReplayUnsupportedReason(Box::new((**v).clone())),
-            Object::HostResignatureRescanResult(v) => Object::HostResignatureRescanResult(Box::new((**v).clone())),
-            Object::HostRuntimeInfo(v) => Object::HostRuntimeInfo(Box::new((**v).clone())),
-            Object::HostRuntimeInfoNetStackInstanceRuntimeInfo(v) => Object::HostRuntimeInfoNetStackInstanceRuntimeInfo(Box::new((**v).clone())),
-            Object::HostRuntimeInfoNetStackInstanceRuntimeInfoState(v) => Object::HostRuntimeInfoNetStackInstanceRuntimeInfoState(Box::new((**v).clone())),
-            Object::HostRuntimeInfoNetworkRuntimeInfo(v) => Object::HostRuntimeInfoNetworkRuntimeInfo(Box::new((**v).clone())),
-            Object::HostRuntimeInfoStateEncryptionInfo(v) => Object::HostRuntimeInfoStateEncryptionInfo(Box::new((**v).clone())),
-            Object::HostRuntimeInfoStateEncryptionInfoProtectionMode(v) => Object::HostRuntimeInfoStateEncryptionInfoProtectionMode(Box::new((**v).clone())),
-            Object::HostRuntimeInfoStatelessNvdsMigrationState(v) => Object::HostRuntimeInfoStatelessNvdsMigrationState(Box::new((**v).clone())),
-            Object::HostScsiDisk(v) => Object::HostScsiDisk(Box::new((**v).clone())),
-            Object::HostScsiDiskPartition(v) => Object::HostScsiDiskPartition(Box::new((**v).clone())),
-            Object::HostScsiTopology(v) => Object::HostScsiTopology(Box::new((**v).clone())),
-            Object::HostScsiTopologyInterface(v) => Object::HostScsiTopologyInterface(Box::new((**v).clone())),
-            Object::HostScsiTopologyLun(v) => Object::HostScsiTopologyLun(Box::new((**v).clone())),
-            Object::HostScsiTopologyTarget(v) => Object::HostScsiTopologyTarget(Box::new((**v).clone())),
-            Object::HostSecuritySpec(v) => Object::HostSecuritySpec(Box::new((**v).clone())),
-            Object::HostSerialAttachedHba(v) => Object::HostSerialAttachedHba(Box::new((**v).clone())),
-            Object::HostSerialAttachedTargetTransport(v) => Object::HostSerialAttachedTargetTransport(Box::new((**v).clone())),
-            Object::HostService(v) => Object::HostService(Box::new((**v).clone())),
-            Object::HostServiceConfig(v) => Object::HostServiceConfig(Box::new((**v).clone())),
-            Object::HostServiceInfo(v) => Object::HostServiceInfo(Box::new((**v).clone())),
-            Object::HostServicePolicy(v) => Object::HostServicePolicy(Box::new((**v).clone())),
-            Object::HostServiceSourcePackage(v) => Object::HostServiceSourcePackage(Box::new((**v).clone())),
-            Object::HostServiceTicket(v) => Object::HostServiceTicket(Box::new((**v).clone())),
-            Object::HostSevInfo(v) => Object::HostSevInfo(Box::new((**v).clone())),
-            Object::HostSevInfoSevState(v) => Object::HostSevInfoSevState(Box::new((**v).clone())),
-            Object::HostSgxInfo(v) => Object::HostSgxInfo(Box::new((**v).clone())),
-            Object::HostSgxInfoFlcModes(v) => Object::HostSgxInfoFlcModes(Box::new((**v).clone())),
-            Object::HostSgxInfoSgxStates(v) => Object::HostSgxInfoSgxStates(Box::new((**v).clone())),
-            Object::HostSgxRegistrationInfo(v) => Object::HostSgxRegistrationInfo(Box::new((**v).clone())),
-            Object::HostSgxRegistrationInfoRegistrationStatus(v) => Object::HostSgxRegistrationInfoRegistrationStatus(Box::new((**v).clone())),
-            Object::HostSgxRegistrationInfoRegistrationType(v) => Object::HostSgxRegistrationInfoRegistrationType(Box::new((**v).clone())),
-            Object::HostSharedGpuCapabilities(v) => Object::HostSharedGpuCapabilities(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostShortNameInconsistentEvent(v) => Object::HostShortNameInconsistentEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostShortNameToIpFailedEvent(v) => Object::HostShortNameToIpFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostShutdownEvent(v) => Object::HostShutdownEvent(Box::new((**v).clone())),
-            Object::HostSnmpAgentCapability(v) => Object::HostSnmpAgentCapability(Box::new((**v).clone())),
-            Object::HostSnmpConfigSpec(v) => Object::HostSnmpConfigSpec(Box::new((**v).clone())),
-            Object::HostSnmpDestination(v) => Object::HostSnmpDestination(Box::new((**v).clone())),
-            Object::HostSnmpSystemAgentLimits(v) => Object::HostSnmpSystemAgentLimits(Box::new((**v).clone())),
-            Object::HostSpecification(v) => Object::HostSpecification(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostSpecificationChangedEvent(v) => Object::HostSpecificationChangedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostSpecificationOperationFailed(v) => Object::HostSpecificationOperationFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostSpecificationRequireEvent(v) => Object::HostSpecificationRequireEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostSpecificationUpdateEvent(v) => Object::HostSpecificationUpdateEvent(Box::new((**v).clone())),
-            Object::HostSriovConfig(v) => Object::HostSriovConfig(Box::new((**v).clone())),
-            Object::HostSriovDevicePoolInfo(v) => Object::HostSriovDevicePoolInfo(Box::new((**v).clone())),
-            Object::HostSriovInfo(v) => Object::HostSriovInfo(Box::new((**v).clone())),
-            Object::HostSriovNetworkDevicePoolInfo(v) => Object::HostSriovNetworkDevicePoolInfo(Box::new((**v).clone())),
-            Object::HostSslThumbprintInfo(v) => Object::HostSslThumbprintInfo(Box::new((**v).clone())),
-            Object::HostStandbyMode(v) => Object::HostStandbyMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostStatusChangedEvent(v) => Object::HostStatusChangedEvent(Box::new((**v).clone())),
-            Object::HostStorageArrayTypePolicyOption(v) => Object::HostStorageArrayTypePolicyOption(Box::new((**v).clone())),
-            Object::HostStorageDeviceInfo(v) => Object::HostStorageDeviceInfo(Box::new((**v).clone())),
-            Object::HostStorageElementInfo(v) => Object::HostStorageElementInfo(Box::new((**v).clone())),
-            Object::HostStorageOperationalInfo(v) => Object::HostStorageOperationalInfo(Box::new((**v).clone())),
-            Object::HostStorageProtocol(v) => Object::HostStorageProtocol(Box::new((**v).clone())),
-            Object::HostStorageSystemDiskLocatorLedResult(v) => Object::HostStorageSystemDiskLocatorLedResult(Box::new((**v).clone())),
-            Object::HostStorageSystemScsiLunResult(v) => Object::HostStorageSystemScsiLunResult(Box::new((**v).clone())),
-            Object::HostStorageSystemVmfsVolumeResult(v) => Object::HostStorageSystemVmfsVolumeResult(Box::new((**v).clone())),
-        }
     }
 }
 
@@ -699,23 +626,23 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::HostShortNameInconsistentEvent(_) => "HostShortNameInconsistentEvent",
             #[cfg(feature = "all-events")] Object::HostShortNameToIpFailedEvent(_) => "HostShortNameToIpFailedEvent",
             #[cfg(feature = "all-events")] Object::HostShutdownEvent(_) => "HostShutdownEvent",
-            Object::HostSnmpAgentCapability(_) => "HostSnmpAgentCapability",
-            Object::HostSnmpConfigSpec(_) => "HostSnmpConfigSpec",
-            Object::HostSnmpDestination(_) => "HostSnmpDestination",
-            Object::HostSnmpSystemAgentLimits(_) => "HostSnmpSystemAgentLimits",
+            #[cfg(feature = "admin")] Object::HostSnmpAgentCapability(_) => "HostSnmpAgentCapability",
+            #[cfg(feature = "admin")] Object::HostSnmpConfigSpec(_) => "HostSnmpConfigSpec",
+            #[cfg(feature = "admin")] Object::HostSnmpDestination(_) => "HostSnmpDestination",
+            #[cfg(feature = "admin")] Object::HostSnmpSystemAgentLimits(_) => "HostSnmpSystemAgentLimits",
             Object::HostSpecification(_) => "HostSpecification",
             #[cfg(feature = "all-events")] Object::HostSpecificationChangedEvent(_) => "HostSpecificationChangedEvent",
             #[cfg(feature = "all-faults")] Object::HostSpecificationOperationFailed(_) => "HostSpecificationOperationFailed",
             #[cfg(feature = "all-events")] Object::HostSpecificationRequireEvent(_) => "HostSpecificationRequireEvent",
             #[cfg(feature = "all-events")] Object::HostSpecificationUpdateEvent(_) => "HostSpecificationUpdateEvent",
-            Object::HostSriovConfig(_) => "HostSriovConfig",
+            #[cfg(feature = "admin")] Object::HostSriovConfig(_) => "HostSriovConfig",
             Object::HostSriovDevicePoolInfo(_) => "HostSriovDevicePoolInfo",
             Object::HostSriovInfo(_) => "HostSriovInfo",
             Object::HostSriovNetworkDevicePoolInfo(_) => "HostSriovNetworkDevicePoolInfo",
             Object::HostSslThumbprintInfo(_) => "HostSslThumbprintInfo",
             Object::HostStandbyMode(_) => "HostStandbyMode",
             #[cfg(feature = "all-events")] Object::HostStatusChangedEvent(_) => "HostStatusChangedEvent",
-            Object::HostStorageArrayTypePolicyOption(_) => "HostStorageArrayTypePolicyOption",
+            #[cfg(feature = "admin")] Object::HostStorageArrayTypePolicyOption(_) => "HostStorageArrayTypePolicyOption",
             Object::HostStorageDeviceInfo(_) => "HostStorageDeviceInfo",
             Object::HostStorageElementInfo(_) => "HostStorageElementInfo",
             Object::HostStorageOperationalInfo(_) => "HostStorageOperationalInfo",
@@ -733,7 +660,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -784,23 +711,23 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::HostShortNameInconsistentEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostShortNameToIpFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostShutdownEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSnmpAgentCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSnmpConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSnmpDestination(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSnmpSystemAgentLimits(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSnmpAgentCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSnmpConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSnmpDestination(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSnmpSystemAgentLimits(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSpecification(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostSpecificationChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::HostSpecificationOperationFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostSpecificationRequireEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostSpecificationUpdateEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSriovConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSriovConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSriovDevicePoolInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSriovInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSriovNetworkDevicePoolInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSslThumbprintInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostStandbyMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostStatusChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostStorageArrayTypePolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostStorageArrayTypePolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostStorageDeviceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostStorageElementInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostStorageOperationalInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1485,7 +1412,7 @@ impl x::ObjectType for HostSharedGpuCapabilities {
     }
 }
 
-impl x::ObjectType for HostSnmpAgentCapability {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSnmpAgentCapability {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1501,7 +1428,7 @@ impl x::ObjectType for HostSnmpAgentCapability {
     }
 }
 
-impl x::ObjectType for HostSnmpConfigSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSnmpConfigSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1517,7 +1444,7 @@ impl x::ObjectType for HostSnmpConfigSpec {
     }
 }
 
-impl x::ObjectType for HostSnmpDestination {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSnmpDestination {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1533,7 +1460,7 @@ impl x::ObjectType for HostSnmpDestination {
     }
 }
 
-impl x::ObjectType for HostSnmpSystemAgentLimits {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSnmpSystemAgentLimits {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1629,7 +1556,7 @@ impl x::ObjectType for HostSpecification {
     }
 }
 
-impl x::ObjectType for HostSriovConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSriovConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1741,7 +1668,7 @@ impl x::ObjectType for HostStandbyMode {
     }
 }
 
-impl x::ObjectType for HostStorageArrayTypePolicyOption {
+#[cfg(feature = "admin")] impl x::ObjectType for HostStorageArrayTypePolicyOption {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -323,7 +323,7 @@ pub enum Object {
     HostSystemSwapConfigurationSystemSwapOption(Box<HostSystemSwapConfigurationSystemSwapOption>),
     HostTargetTransport(Box<HostTargetTransport>),
     HostTcpHba(Box<HostTcpHba>),
-    HostTcpHbaCreateSpec(Box<HostTcpHbaCreateSpec>),
+    #[cfg(feature = "admin")] HostTcpHbaCreateSpec(Box<HostTcpHbaCreateSpec>),
     HostTcpTargetTransport(Box<HostTcpTargetTransport>),
     HostTdxInfo(Box<HostTdxInfo>),
     HostTdxInfoTdxState(Box<HostTdxInfoTdxState>),
@@ -347,8 +347,8 @@ pub enum Object {
     HostUnresolvedVmfsExtent(Box<HostUnresolvedVmfsExtent>),
     HostUnresolvedVmfsExtentUnresolvedReason(Box<HostUnresolvedVmfsExtentUnresolvedReason>),
     HostUnresolvedVmfsResignatureSpec(Box<HostUnresolvedVmfsResignatureSpec>),
-    HostUnresolvedVmfsResolutionResult(Box<HostUnresolvedVmfsResolutionResult>),
-    HostUnresolvedVmfsResolutionSpec(Box<HostUnresolvedVmfsResolutionSpec>),
+    #[cfg(feature = "admin")] HostUnresolvedVmfsResolutionResult(Box<HostUnresolvedVmfsResolutionResult>),
+    #[cfg(feature = "admin")] HostUnresolvedVmfsResolutionSpec(Box<HostUnresolvedVmfsResolutionSpec>),
     HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(Box<HostUnresolvedVmfsResolutionSpecVmfsUuidResolution>),
     HostUnresolvedVmfsVolume(Box<HostUnresolvedVmfsVolume>),
     HostUnresolvedVmfsVolumeResolveStatus(Box<HostUnresolvedVmfsVolumeResolveStatus>),
@@ -356,10 +356,10 @@ pub enum Object {
     #[cfg(feature = "all-events")] HostUserWorldSwapNotEnabledEvent(Box<HostUserWorldSwapNotEnabledEvent>),
     HostVFlashManagerVFlashCacheConfigInfo(Box<HostVFlashManagerVFlashCacheConfigInfo>),
     HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(Box<HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption>),
-    HostVFlashManagerVFlashCacheConfigSpec(Box<HostVFlashManagerVFlashCacheConfigSpec>),
+    #[cfg(feature = "admin")] HostVFlashManagerVFlashCacheConfigSpec(Box<HostVFlashManagerVFlashCacheConfigSpec>),
     HostVFlashManagerVFlashConfigInfo(Box<HostVFlashManagerVFlashConfigInfo>),
     HostVFlashManagerVFlashResourceConfigInfo(Box<HostVFlashManagerVFlashResourceConfigInfo>),
-    HostVFlashManagerVFlashResourceConfigSpec(Box<HostVFlashManagerVFlashResourceConfigSpec>),
+    #[cfg(feature = "admin")] HostVFlashManagerVFlashResourceConfigSpec(Box<HostVFlashManagerVFlashResourceConfigSpec>),
     HostVFlashManagerVFlashResourceRunTimeInfo(Box<HostVFlashManagerVFlashResourceRunTimeInfo>),
     HostVFlashResourceConfigurationResult(Box<HostVFlashResourceConfigurationResult>),
     HostVMotionCompatibility(Box<HostVMotionCompatibility>),
@@ -369,7 +369,7 @@ pub enum Object {
     HostVMotionManagerSrcInstantCloneResult(Box<HostVMotionManagerSrcInstantCloneResult>),
     HostVMotionNetConfig(Box<HostVMotionNetConfig>),
     HostVfatVolume(Box<HostVfatVolume>),
-    HostVffsSpec(Box<HostVffsSpec>),
+    #[cfg(feature = "admin")] HostVffsSpec(Box<HostVffsSpec>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -407,7 +407,7 @@ fn decode(
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemSwapConfigurationSystemSwapOption(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTargetTransport(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTcpHba(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTcpHbaCreateSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTcpHbaCreateSpec(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTcpTargetTransport(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTdxInfo(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTdxInfoTdxState(v), Err(e) => return Some(Err(e)) },
@@ -431,8 +431,8 @@ fn decode(
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUnresolvedVmfsExtent(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUnresolvedVmfsExtentUnresolvedReason(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUnresolvedVmfsResignatureSpec(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUnresolvedVmfsResolutionResult(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUnresolvedVmfsResolutionSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUnresolvedVmfsResolutionResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUnresolvedVmfsResolutionSpec(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUnresolvedVmfsVolume(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUnresolvedVmfsVolumeResolveStatus(v), Err(e) => return Some(Err(e)) },
@@ -440,10 +440,10 @@ fn decode(
         #[cfg(feature = "all-events")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUserWorldSwapNotEnabledEvent(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashCacheConfigInfo(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashCacheConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashCacheConfigSpec(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashConfigInfo(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashResourceConfigInfo(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashResourceConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashResourceConfigSpec(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashResourceRunTimeInfo(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashResourceConfigurationResult(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVMotionCompatibility(v), Err(e) => return Some(Err(e)) },
@@ -453,7 +453,7 @@ fn decode(
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVMotionManagerSrcInstantCloneResult(v), Err(e) => return Some(Err(e)) },
         69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVMotionNetConfig(v), Err(e) => return Some(Err(e)) },
         75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVfatVolume(v), Err(e) => return Some(Err(e)) },
-        76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVffsSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVffsSpec(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -485,7 +485,7 @@ impl std::fmt::Debug for Object {
             Object::HostSystemSwapConfigurationSystemSwapOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostTcpHba(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostTcpHbaCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostTcpHbaCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostTcpTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostTdxInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostTdxInfoTdxState(v) => std::fmt::Debug::fmt(&**v, f),
@@ -509,8 +509,8 @@ impl std::fmt::Debug for Object {
             Object::HostUnresolvedVmfsExtent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostUnresolvedVmfsExtentUnresolvedReason(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostUnresolvedVmfsResignatureSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostUnresolvedVmfsResolutionResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostUnresolvedVmfsResolutionSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostUnresolvedVmfsResolutionResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostUnresolvedVmfsResolutionSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostUnresolvedVmfsVolume(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostUnresolvedVmfsVolumeResolveStatus(v) => std::fmt::Debug::fmt(&**v, f),
@@ -518,10 +518,10 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::HostUserWorldSwapNotEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVFlashManagerVFlashCacheConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVFlashManagerVFlashCacheConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashCacheConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVFlashManagerVFlashConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVFlashManagerVFlashResourceConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVFlashManagerVFlashResourceConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashResourceConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVFlashManagerVFlashResourceRunTimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVFlashResourceConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVMotionCompatibility(v) => std::fmt::Debug::fmt(&**v, f),
@@ -531,7 +531,7 @@ impl std::fmt::Debug for Object {
             Object::HostVMotionManagerSrcInstantCloneResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVMotionNetConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVfatVolume(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVffsSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVffsSpec(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -539,83 +539,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::HostSubSpecification(v) => Object::HostSubSpecification(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostSubSpecificationDeleteEvent(v) => Object::HostSubSpecificationDeleteEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostSubSpecificationUpdateEvent(v) => Object::HostSubSpecificationUpdateEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostSyncFailedEvent(v) => Object::HostSyncFailedEvent(Box::new((**v).clone())),
-            Object::HostSystemComplianceCheckState(v) => Object::HostSystemComplianceCheckState(Box::new((**v).clone())),
-            Object::HostSystemConnectionState(v) => Object::HostSystemConnectionState(Box::new((**v).clone())),
-            Object::HostSystemHealthInfo(v) => Object::HostSystemHealthInfo(Box::new((**v).clone())),
-            Object::HostSystemIdentificationInfo(v) => Object::HostSystemIdentificationInfo(Box::new((**v).clone())),
-            Object::HostSystemIdentificationInfoIdentifier(v) => Object::HostSystemIdentificationInfoIdentifier(Box::new((**v).clone())),
-            Object::HostSystemInfo(v) => Object::HostSystemInfo(Box::new((**v).clone())),
-            Object::HostSystemPowerState(v) => Object::HostSystemPowerState(Box::new((**v).clone())),
-            Object::HostSystemReconnectSpec(v) => Object::HostSystemReconnectSpec(Box::new((**v).clone())),
-            Object::HostSystemRemediationState(v) => Object::HostSystemRemediationState(Box::new((**v).clone())),
-            Object::HostSystemRemediationStateState(v) => Object::HostSystemRemediationStateState(Box::new((**v).clone())),
-            Object::HostSystemResourceInfo(v) => Object::HostSystemResourceInfo(Box::new((**v).clone())),
-            Object::HostSystemSwapConfiguration(v) => Object::HostSystemSwapConfiguration(Box::new((**v).clone())),
-            Object::HostSystemSwapConfigurationDatastoreOption(v) => Object::HostSystemSwapConfigurationDatastoreOption(Box::new((**v).clone())),
-            Object::HostSystemSwapConfigurationDisabledOption(v) => Object::HostSystemSwapConfigurationDisabledOption(Box::new((**v).clone())),
-            Object::HostSystemSwapConfigurationHostCacheOption(v) => Object::HostSystemSwapConfigurationHostCacheOption(Box::new((**v).clone())),
-            Object::HostSystemSwapConfigurationHostLocalSwapOption(v) => Object::HostSystemSwapConfigurationHostLocalSwapOption(Box::new((**v).clone())),
-            Object::HostSystemSwapConfigurationSystemSwapOption(v) => Object::HostSystemSwapConfigurationSystemSwapOption(Box::new((**v).clone())),
-            Object::HostTargetTransport(v) => Object::HostTargetTransport(Box::new((**v).clone())),
-            Object::HostTcpHba(v) => Object::HostTcpHba(Box::new((**v).clone())),
-            Object::HostTcpHbaCreateSpec(v) => Object::HostTcpHbaCreateSpec(Box::new((**v).clone())),
-            Object::HostTcpTargetTransport(v) => Object::HostTcpTargetTransport(Box::new((**v).clone())),
-            Object::HostTdxInfo(v) => Object::HostTdxInfo(Box::new((**v).clone())),
-            Object::HostTdxInfoTdxState(v) => Object::HostTdxInfoTdxState(Box::new((**v).clone())),
-            Object::HostTpmAttestationInfo(v) => Object::HostTpmAttestationInfo(Box::new((**v).clone())),
-            Object::HostTpmAttestationInfoAcceptanceStatus(v) => Object::HostTpmAttestationInfoAcceptanceStatus(Box::new((**v).clone())),
-            Object::HostTpmAttestationReport(v) => Object::HostTpmAttestationReport(Box::new((**v).clone())),
-            Object::HostTpmBootCompleteEventDetails(v) => Object::HostTpmBootCompleteEventDetails(Box::new((**v).clone())),
-            Object::HostTpmBootSecurityOptionEventDetails(v) => Object::HostTpmBootSecurityOptionEventDetails(Box::new((**v).clone())),
-            Object::HostTpmCommandEventDetails(v) => Object::HostTpmCommandEventDetails(Box::new((**v).clone())),
-            Object::HostTpmDigestInfo(v) => Object::HostTpmDigestInfo(Box::new((**v).clone())),
-            Object::HostTpmEventDetails(v) => Object::HostTpmEventDetails(Box::new((**v).clone())),
-            Object::HostTpmEventLogEntry(v) => Object::HostTpmEventLogEntry(Box::new((**v).clone())),
-            Object::HostTpmNvTagEventDetails(v) => Object::HostTpmNvTagEventDetails(Box::new((**v).clone())),
-            Object::HostTpmOptionEventDetails(v) => Object::HostTpmOptionEventDetails(Box::new((**v).clone())),
-            Object::HostTpmSignerEventDetails(v) => Object::HostTpmSignerEventDetails(Box::new((**v).clone())),
-            Object::HostTpmSoftwareComponentEventDetails(v) => Object::HostTpmSoftwareComponentEventDetails(Box::new((**v).clone())),
-            Object::HostTpmSystemVersionEventDetails(v) => Object::HostTpmSystemVersionEventDetails(Box::new((**v).clone())),
-            Object::HostTpmVersionEventDetails(v) => Object::HostTpmVersionEventDetails(Box::new((**v).clone())),
-            Object::HostTrustAuthorityAttestationInfo(v) => Object::HostTrustAuthorityAttestationInfo(Box::new((**v).clone())),
-            Object::HostTrustAuthorityAttestationInfoAttestationStatus(v) => Object::HostTrustAuthorityAttestationInfoAttestationStatus(Box::new((**v).clone())),
-            Object::HostUnresolvedVmfsExtent(v) => Object::HostUnresolvedVmfsExtent(Box::new((**v).clone())),
-            Object::HostUnresolvedVmfsExtentUnresolvedReason(v) => Object::HostUnresolvedVmfsExtentUnresolvedReason(Box::new((**v).clone())),
-            Object::HostUnresolvedVmfsResignatureSpec(v) => Object::HostUnresolvedVmfsResignatureSpec(Box::new((**v).clone())),
-            Object::HostUnresolvedVmfsResolutionResult(v) => Object::HostUnresolvedVmfsResolutionResult(Box::new((**v).clone())),
-            Object::HostUnresolvedVmfsResolutionSpec(v) => Object::HostUnresolvedVmfsResolutionSpec(Box::new((**v).clone())),
-            Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(v) => Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(Box::new((**v).clone())),
-            Object::HostUnresolvedVmfsVolume(v) => Object::HostUnresolvedVmfsVolume(Box::new((**v).clone())),
-            Object::HostUnresolvedVmfsVolumeResolveStatus(v) => Object::HostUnresolvedVmfsVolumeResolveStatus(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostUpgradeFailedEvent(v) => Object::HostUpgradeFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostUserWorldSwapNotEnabledEvent(v) => Object::HostUserWorldSwapNotEnabledEvent(Box::new((**v).clone())),
-            Object::HostVFlashManagerVFlashCacheConfigInfo(v) => Object::HostVFlashManagerVFlashCacheConfigInfo(Box::new((**v).clone())),
-            Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(Box::new((**v).clone())),
-            Object::HostVFlashManagerVFlashCacheConfigSpec(v) => Object::HostVFlashManagerVFlashCacheConfigSpec(Box::new((**v).clone())),
-            Object::HostVFlashManagerVFlashConfigInfo(v) => Object::HostVFlashManagerVFlashConfigInfo(Box::new((**v).clone())),
-            Object::HostVFlashManagerVFlashResourceConfigInfo(v) => Object::HostVFlashManagerVFlashResourceConfigInfo(Box::new((**v).clone())),
-            Object::HostVFlashManagerVFlashResourceConfigSpec(v) => Object::HostVFlashManagerVFlashResourceConfigSpec(Box::new((**v).clone())),
-            Object::HostVFlashManagerVFlashResourceRunTimeInfo(v) => Object::HostVFlashManagerVFlashResourceRunTimeInfo(Box::new((**v).clone())),
-            Object::HostVFlashResourceConfigurationResult(v) => Object::HostVFlashResourceConfigurationResult(Box::new((**v).clone())),
-            Object::HostVMotionCompatibility(v) => Object::HostVMotionCompatibility(Box::new((**v).clone())),
-            Object::HostVMotionConfig(v) => Object::HostVMotionConfig(Box::new((**v).clone())),
-            Object::HostVMotionInfo(v) => Object::HostVMotionInfo(Box::new((**v).clone())),
-            Object::HostVMotionManagerDstInstantCloneResult(v) => Object::HostVMotionManagerDstInstantCloneResult(Box::new((**v).clone())),
-            Object::HostVMotionManagerSrcInstantCloneResult(v) => Object::HostVMotionManagerSrcInstantCloneResult(Box::new((**v).clone())),
-            Object::HostVMotionNetConfig(v) => Object::HostVMotionNetConfig(Box::new((**v).clone())),
-            Object::HostVfatVolume(v) => Object::HostVfatVolume(Box::new((**v).clone())),
-            Object::HostVffsSpec(v) => Object::HostVffsSpec(Box::new((**v).clone())),
-        }
     }
 }
 
@@ -645,7 +568,7 @@ impl x::DataObject for Object {
             Object::HostSystemSwapConfigurationSystemSwapOption(_) => "HostSystemSwapConfigurationSystemSwapOption",
             Object::HostTargetTransport(_) => "HostTargetTransport",
             Object::HostTcpHba(_) => "HostTcpHba",
-            Object::HostTcpHbaCreateSpec(_) => "HostTcpHbaCreateSpec",
+            #[cfg(feature = "admin")] Object::HostTcpHbaCreateSpec(_) => "HostTcpHbaCreateSpec",
             Object::HostTcpTargetTransport(_) => "HostTcpTargetTransport",
             Object::HostTdxInfo(_) => "HostTdxInfo",
             Object::HostTdxInfoTdxState(_) => "HostTdxInfoTdxState",
@@ -669,8 +592,8 @@ impl x::DataObject for Object {
             Object::HostUnresolvedVmfsExtent(_) => "HostUnresolvedVmfsExtent",
             Object::HostUnresolvedVmfsExtentUnresolvedReason(_) => "HostUnresolvedVmfsExtentUnresolvedReason",
             Object::HostUnresolvedVmfsResignatureSpec(_) => "HostUnresolvedVmfsResignatureSpec",
-            Object::HostUnresolvedVmfsResolutionResult(_) => "HostUnresolvedVmfsResolutionResult",
-            Object::HostUnresolvedVmfsResolutionSpec(_) => "HostUnresolvedVmfsResolutionSpec",
+            #[cfg(feature = "admin")] Object::HostUnresolvedVmfsResolutionResult(_) => "HostUnresolvedVmfsResolutionResult",
+            #[cfg(feature = "admin")] Object::HostUnresolvedVmfsResolutionSpec(_) => "HostUnresolvedVmfsResolutionSpec",
             Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(_) => "HostUnresolvedVmfsResolutionSpecVmfsUuidResolution",
             Object::HostUnresolvedVmfsVolume(_) => "HostUnresolvedVmfsVolume",
             Object::HostUnresolvedVmfsVolumeResolveStatus(_) => "HostUnresolvedVmfsVolumeResolveStatus",
@@ -678,10 +601,10 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::HostUserWorldSwapNotEnabledEvent(_) => "HostUserWorldSwapNotEnabledEvent",
             Object::HostVFlashManagerVFlashCacheConfigInfo(_) => "HostVFlashManagerVFlashCacheConfigInfo",
             Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(_) => "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption",
-            Object::HostVFlashManagerVFlashCacheConfigSpec(_) => "HostVFlashManagerVFlashCacheConfigSpec",
+            #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashCacheConfigSpec(_) => "HostVFlashManagerVFlashCacheConfigSpec",
             Object::HostVFlashManagerVFlashConfigInfo(_) => "HostVFlashManagerVFlashConfigInfo",
             Object::HostVFlashManagerVFlashResourceConfigInfo(_) => "HostVFlashManagerVFlashResourceConfigInfo",
-            Object::HostVFlashManagerVFlashResourceConfigSpec(_) => "HostVFlashManagerVFlashResourceConfigSpec",
+            #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashResourceConfigSpec(_) => "HostVFlashManagerVFlashResourceConfigSpec",
             Object::HostVFlashManagerVFlashResourceRunTimeInfo(_) => "HostVFlashManagerVFlashResourceRunTimeInfo",
             Object::HostVFlashResourceConfigurationResult(_) => "HostVFlashResourceConfigurationResult",
             Object::HostVMotionCompatibility(_) => "HostVMotionCompatibility",
@@ -691,7 +614,7 @@ impl x::DataObject for Object {
             Object::HostVMotionManagerSrcInstantCloneResult(_) => "HostVMotionManagerSrcInstantCloneResult",
             Object::HostVMotionNetConfig(_) => "HostVMotionNetConfig",
             Object::HostVfatVolume(_) => "HostVfatVolume",
-            Object::HostVffsSpec(_) => "HostVffsSpec",
+            #[cfg(feature = "admin")] Object::HostVffsSpec(_) => "HostVffsSpec",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -702,7 +625,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -734,7 +657,7 @@ impl x::DataObject for Object {
             Object::HostSystemSwapConfigurationSystemSwapOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostTcpHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostTcpHbaCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostTcpHbaCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostTcpTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostTdxInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostTdxInfoTdxState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -758,8 +681,8 @@ impl x::DataObject for Object {
             Object::HostUnresolvedVmfsExtent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostUnresolvedVmfsExtentUnresolvedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostUnresolvedVmfsResignatureSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostUnresolvedVmfsResolutionResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostUnresolvedVmfsResolutionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostUnresolvedVmfsResolutionResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostUnresolvedVmfsResolutionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostUnresolvedVmfsVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostUnresolvedVmfsVolumeResolveStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -767,10 +690,10 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::HostUserWorldSwapNotEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVFlashManagerVFlashCacheConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVFlashManagerVFlashCacheConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashCacheConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVFlashManagerVFlashConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVFlashManagerVFlashResourceConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVFlashManagerVFlashResourceConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashResourceConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVFlashManagerVFlashResourceRunTimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVFlashResourceConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVMotionCompatibility(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -780,7 +703,7 @@ impl x::DataObject for Object {
             Object::HostVMotionManagerSrcInstantCloneResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVMotionNetConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVfatVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVffsSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVffsSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
@@ -1154,7 +1077,7 @@ impl x::ObjectType for HostTcpHba {
     }
 }
 
-impl x::ObjectType for HostTcpHbaCreateSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostTcpHbaCreateSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1538,7 +1461,7 @@ impl x::ObjectType for HostUnresolvedVmfsResignatureSpec {
     }
 }
 
-impl x::ObjectType for HostUnresolvedVmfsResolutionResult {
+#[cfg(feature = "admin")] impl x::ObjectType for HostUnresolvedVmfsResolutionResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1554,7 +1477,7 @@ impl x::ObjectType for HostUnresolvedVmfsResolutionResult {
     }
 }
 
-impl x::ObjectType for HostUnresolvedVmfsResolutionSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostUnresolvedVmfsResolutionSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1682,7 +1605,7 @@ impl x::ObjectType for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigO
     }
 }
 
-impl x::ObjectType for HostVFlashManagerVFlashCacheConfigSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVFlashManagerVFlashCacheConfigSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1730,7 +1653,7 @@ impl x::ObjectType for HostVFlashManagerVFlashResourceConfigInfo {
     }
 }
 
-impl x::ObjectType for HostVFlashManagerVFlashResourceConfigSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVFlashManagerVFlashResourceConfigSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1890,7 +1813,7 @@ impl x::ObjectType for HostVfatVolume {
     }
 }
 
-impl x::ObjectType for HostVffsSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVffsSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -503,87 +503,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ID(v) => Object::ID(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IDEDiskNotSupported(v) => Object::IDEDiskNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IORMNotSupportedHostOnDatastore(v) => Object::IORMNotSupportedHostOnDatastore(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::IScsiBootFailureEvent(v) => Object::IScsiBootFailureEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ImportHostAddFailure(v) => Object::ImportHostAddFailure(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ImportOperationBulkFault(v) => Object::ImportOperationBulkFault(Box::new((**v).clone())),
-            Object::ImportOperationBulkFaultFaultOnImport(v) => Object::ImportOperationBulkFaultFaultOnImport(Box::new((**v).clone())),
-            Object::ImportSpec(v) => Object::ImportSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InUseFeatureManipulationDisallowed(v) => Object::InUseFeatureManipulationDisallowed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InaccessibleDatastore(v) => Object::InaccessibleDatastore(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InaccessibleFTMetadataDatastore(v) => Object::InaccessibleFTMetadataDatastore(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InaccessibleVFlashSource(v) => Object::InaccessibleVFlashSource(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IncompatibleDefaultDevice(v) => Object::IncompatibleDefaultDevice(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IncompatibleHostForFtSecondary(v) => Object::IncompatibleHostForFtSecondary(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IncompatibleHostForVmReplication(v) => Object::IncompatibleHostForVmReplication(Box::new((**v).clone())),
-            Object::IncompatibleHostForVmReplicationIncompatibleReason(v) => Object::IncompatibleHostForVmReplicationIncompatibleReason(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IncompatibleSetting(v) => Object::IncompatibleSetting(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IncorrectFileType(v) => Object::IncorrectFileType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IncorrectHostInformation(v) => Object::IncorrectHostInformation(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::IncorrectHostInformationEvent(v) => Object::IncorrectHostInformationEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IndependentDiskVMotionNotSupported(v) => Object::IndependentDiskVMotionNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::InfoUpgradeEvent(v) => Object::InfoUpgradeEvent(Box::new((**v).clone())),
-            Object::InheritablePolicy(v) => Object::InheritablePolicy(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InsufficientAgentVmsDeployed(v) => Object::InsufficientAgentVmsDeployed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InsufficientCpuResourcesFault(v) => Object::InsufficientCpuResourcesFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InsufficientDisks(v) => Object::InsufficientDisks(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::InsufficientFailoverResourcesEvent(v) => Object::InsufficientFailoverResourcesEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InsufficientFailoverResourcesFault(v) => Object::InsufficientFailoverResourcesFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InsufficientGraphicsResourcesFault(v) => Object::InsufficientGraphicsResourcesFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InsufficientHostCapacityFault(v) => Object::InsufficientHostCapacityFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InsufficientHostCpuCapacityFault(v) => Object::InsufficientHostCpuCapacityFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InsufficientHostMemoryCapacityFault(v) => Object::InsufficientHostMemoryCapacityFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InsufficientMemoryResourcesFault(v) => Object::InsufficientMemoryResourcesFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InsufficientNetworkCapacity(v) => Object::InsufficientNetworkCapacity(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InsufficientNetworkResourcePoolCapacity(v) => Object::InsufficientNetworkResourcePoolCapacity(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InsufficientPerCpuCapacity(v) => Object::InsufficientPerCpuCapacity(Box::new((**v).clone())),
-            Object::InsufficientResourcesFault(v) => Object::InsufficientResourcesFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InsufficientStandbyCpuResource(v) => Object::InsufficientStandbyCpuResource(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InsufficientStandbyMemoryResource(v) => Object::InsufficientStandbyMemoryResource(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InsufficientStandbyResource(v) => Object::InsufficientStandbyResource(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InsufficientStorageIops(v) => Object::InsufficientStorageIops(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InsufficientStorageSpace(v) => Object::InsufficientStorageSpace(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InsufficientVFlashResourcesFault(v) => Object::InsufficientVFlashResourcesFault(Box::new((**v).clone())),
-            Object::IntExpression(v) => Object::IntExpression(Box::new((**v).clone())),
-            Object::IntOption(v) => Object::IntOption(Box::new((**v).clone())),
-            Object::IntPolicy(v) => Object::IntPolicy(Box::new((**v).clone())),
-            Object::InternetScsiSnsDiscoveryMethod(v) => Object::InternetScsiSnsDiscoveryMethod(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidAffinitySettingFault(v) => Object::InvalidAffinitySettingFault(Box::new((**v).clone())),
-            Object::InvalidArgument(v) => Object::InvalidArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidBmcRole(v) => Object::InvalidBmcRole(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidBundle(v) => Object::InvalidBundle(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidCAMCertificate(v) => Object::InvalidCAMCertificate(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidCAMServer(v) => Object::InvalidCAMServer(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidClientCertificate(v) => Object::InvalidClientCertificate(Box::new((**v).clone())),
-            Object::InvalidCollectorVersion(v) => Object::InvalidCollectorVersion(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidController(v) => Object::InvalidController(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidDasConfigArgument(v) => Object::InvalidDasConfigArgument(Box::new((**v).clone())),
-            Object::InvalidDasConfigArgumentEntryForInvalidArgument(v) => Object::InvalidDasConfigArgumentEntryForInvalidArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidDasRestartPriorityForFtVm(v) => Object::InvalidDasRestartPriorityForFtVm(Box::new((**v).clone())),
-            Object::InvalidDatastore(v) => Object::InvalidDatastore(Box::new((**v).clone())),
-            Object::InvalidDatastorePath(v) => Object::InvalidDatastorePath(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidDatastoreState(v) => Object::InvalidDatastoreState(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidDeviceBacking(v) => Object::InvalidDeviceBacking(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidDeviceOperation(v) => Object::InvalidDeviceOperation(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidDeviceSpec(v) => Object::InvalidDeviceSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidDiskFormat(v) => Object::InvalidDiskFormat(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidDrsBehaviorForFtVm(v) => Object::InvalidDrsBehaviorForFtVm(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::InvalidEditionEvent(v) => Object::InvalidEditionEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidEditionLicense(v) => Object::InvalidEditionLicense(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidEvent(v) => Object::InvalidEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidFolder(v) => Object::InvalidFolder(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidFormat(v) => Object::InvalidFormat(Box::new((**v).clone())),
-            Object::InvalidGuestLogin(v) => Object::InvalidGuestLogin(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidHostConnectionState(v) => Object::InvalidHostConnectionState(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -671,7 +590,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

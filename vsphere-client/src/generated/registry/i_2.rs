@@ -244,24 +244,24 @@ pub enum Object {
     InvalidType(Box<InvalidType>),
     InvalidVmConfig(Box<InvalidVmConfig>),
     #[cfg(feature = "all-faults")] InvalidVmState(Box<InvalidVmState>),
-    InventoryDescription(Box<InventoryDescription>),
+    #[cfg(feature = "admin")] InventoryDescription(Box<InventoryDescription>),
     #[cfg(feature = "all-faults")] InventoryHasStandardAloneHosts(Box<InventoryHasStandardAloneHosts>),
-    IoFilterHostIssue(Box<IoFilterHostIssue>),
+    #[cfg(feature = "admin")] IoFilterHostIssue(Box<IoFilterHostIssue>),
     IoFilterInfo(Box<IoFilterInfo>),
-    IoFilterManagerSslTrust(Box<IoFilterManagerSslTrust>),
+    #[cfg(feature = "admin")] IoFilterManagerSslTrust(Box<IoFilterManagerSslTrust>),
     IoFilterOperation(Box<IoFilterOperation>),
-    IoFilterQueryIssueResult(Box<IoFilterQueryIssueResult>),
+    #[cfg(feature = "admin")] IoFilterQueryIssueResult(Box<IoFilterQueryIssueResult>),
     IoFilterType(Box<IoFilterType>),
     IpAddress(Box<IpAddress>),
     IpAddressProfile(Box<IpAddressProfile>),
     #[cfg(feature = "all-faults")] IpHostnameGeneratorError(Box<IpHostnameGeneratorError>),
-    IpPool(Box<IpPool>),
-    IpPoolAssociation(Box<IpPoolAssociation>),
-    IpPoolIpPoolConfigInfo(Box<IpPoolIpPoolConfigInfo>),
-    IpPoolManagerIpAllocation(Box<IpPoolManagerIpAllocation>),
+    #[cfg(feature = "admin")] IpPool(Box<IpPool>),
+    #[cfg(feature = "admin")] IpPoolAssociation(Box<IpPoolAssociation>),
+    #[cfg(feature = "admin")] IpPoolIpPoolConfigInfo(Box<IpPoolIpPoolConfigInfo>),
+    #[cfg(feature = "admin")] IpPoolManagerIpAllocation(Box<IpPoolManagerIpAllocation>),
     IpRange(Box<IpRange>),
     IpRouteProfile(Box<IpRouteProfile>),
-    IscsiDependencyEntity(Box<IscsiDependencyEntity>),
+    #[cfg(feature = "admin")] IscsiDependencyEntity(Box<IscsiDependencyEntity>),
     #[cfg(feature = "all-faults")] IscsiFault(Box<IscsiFault>),
     #[cfg(feature = "all-faults")] IscsiFaultInvalidVnic(Box<IscsiFaultInvalidVnic>),
     #[cfg(feature = "all-faults")] IscsiFaultPnicInUse(Box<IscsiFaultPnicInUse>),
@@ -274,10 +274,10 @@ pub enum Object {
     #[cfg(feature = "all-faults")] IscsiFaultVnicIsLastPath(Box<IscsiFaultVnicIsLastPath>),
     #[cfg(feature = "all-faults")] IscsiFaultVnicNotBound(Box<IscsiFaultVnicNotBound>),
     #[cfg(feature = "all-faults")] IscsiFaultVnicNotFound(Box<IscsiFaultVnicNotFound>),
-    IscsiMigrationDependency(Box<IscsiMigrationDependency>),
-    IscsiPortInfo(Box<IscsiPortInfo>),
+    #[cfg(feature = "admin")] IscsiMigrationDependency(Box<IscsiMigrationDependency>),
+    #[cfg(feature = "admin")] IscsiPortInfo(Box<IscsiPortInfo>),
     IscsiPortInfoPathStatus(Box<IscsiPortInfoPathStatus>),
-    IscsiStatus(Box<IscsiStatus>),
+    #[cfg(feature = "admin")] IscsiStatus(Box<IscsiStatus>),
     IsoImageFileInfo(Box<IsoImageFileInfo>),
     IsoImageFileQuery(Box<IsoImageFileQuery>),
 }
@@ -324,24 +324,24 @@ fn decode(
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidType(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidVmConfig(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidVmState(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InventoryDescription(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InventoryDescription(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InventoryHasStandardAloneHosts(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterHostIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterHostIssue(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterInfo(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterManagerSslTrust(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterManagerSslTrust(v), Err(e) => return Some(Err(e)) },
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterOperation(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterQueryIssueResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterQueryIssueResult(v), Err(e) => return Some(Err(e)) },
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterType(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpAddress(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpAddressProfile(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpHostnameGeneratorError(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPool(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPoolAssociation(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPoolIpPoolConfigInfo(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPoolManagerIpAllocation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPool(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPoolAssociation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPoolIpPoolConfigInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPoolManagerIpAllocation(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpRange(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpRouteProfile(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiDependencyEntity(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiDependencyEntity(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFault(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultInvalidVnic(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultPnicInUse(v), Err(e) => return Some(Err(e)) },
@@ -354,10 +354,10 @@ fn decode(
         #[cfg(feature = "all-faults")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicIsLastPath(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicNotBound(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicNotFound(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiMigrationDependency(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiPortInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiMigrationDependency(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiPortInfo(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiPortInfoPathStatus(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiStatus(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiStatus(v), Err(e) => return Some(Err(e)) },
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IsoImageFileInfo(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IsoImageFileQuery(v), Err(e) => return Some(Err(e)) },
         _ => return None,
@@ -398,24 +398,24 @@ impl std::fmt::Debug for Object {
             Object::InvalidType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InvalidVmConfig(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::InvalidVmState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InventoryDescription(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::InventoryDescription(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::InventoryHasStandardAloneHosts(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IoFilterHostIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IoFilterHostIssue(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IoFilterInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IoFilterManagerSslTrust(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IoFilterManagerSslTrust(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IoFilterOperation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IoFilterQueryIssueResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IoFilterQueryIssueResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IoFilterType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IpAddress(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IpAddressProfile(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::IpHostnameGeneratorError(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IpPool(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IpPoolAssociation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IpPoolIpPoolConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IpPoolManagerIpAllocation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IpPool(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IpPoolAssociation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IpPoolIpPoolConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IpPoolManagerIpAllocation(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IpRange(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IpRouteProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiDependencyEntity(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IscsiDependencyEntity(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::IscsiFault(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::IscsiFaultInvalidVnic(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::IscsiFaultPnicInUse(v) => std::fmt::Debug::fmt(&**v, f),
@@ -428,10 +428,10 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-faults")] Object::IscsiFaultVnicIsLastPath(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotBound(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotFound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiMigrationDependency(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiPortInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IscsiMigrationDependency(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IscsiPortInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IscsiPortInfoPathStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IscsiStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IsoImageFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IsoImageFileQuery(v) => std::fmt::Debug::fmt(&**v, f),
         }
@@ -441,79 +441,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-faults")] Object::InvalidHostName(v) => Object::InvalidHostName(Box::new((**v).clone())),
-            Object::InvalidHostState(v) => Object::InvalidHostState(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidIndexArgument(v) => Object::InvalidIndexArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidIpfixConfig(v) => Object::InvalidIpfixConfig(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidIpmiLoginInfo(v) => Object::InvalidIpmiLoginInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidIpmiMacAddress(v) => Object::InvalidIpmiMacAddress(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidLicense(v) => Object::InvalidLicense(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidLocale(v) => Object::InvalidLocale(Box::new((**v).clone())),
-            Object::InvalidLogin(v) => Object::InvalidLogin(Box::new((**v).clone())),
-            Object::InvalidName(v) => Object::InvalidName(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidNasCredentials(v) => Object::InvalidNasCredentials(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidNetworkInType(v) => Object::InvalidNetworkInType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidNetworkResource(v) => Object::InvalidNetworkResource(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidOperationOnSecondaryVm(v) => Object::InvalidOperationOnSecondaryVm(Box::new((**v).clone())),
-            Object::InvalidPowerState(v) => Object::InvalidPowerState(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidPrivilege(v) => Object::InvalidPrivilege(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidProfileReferenceHost(v) => Object::InvalidProfileReferenceHost(Box::new((**v).clone())),
-            Object::InvalidProfileReferenceHostReason(v) => Object::InvalidProfileReferenceHostReason(Box::new((**v).clone())),
-            Object::InvalidProperty(v) => Object::InvalidProperty(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidPropertyType(v) => Object::InvalidPropertyType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidPropertyValue(v) => Object::InvalidPropertyValue(Box::new((**v).clone())),
-            Object::InvalidRequest(v) => Object::InvalidRequest(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidResourcePoolStructureFault(v) => Object::InvalidResourcePoolStructureFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidScheduledTask(v) => Object::InvalidScheduledTask(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidSnapshotFormat(v) => Object::InvalidSnapshotFormat(Box::new((**v).clone())),
-            Object::InvalidState(v) => Object::InvalidState(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidToken(v) => Object::InvalidToken(Box::new((**v).clone())),
-            Object::InvalidType(v) => Object::InvalidType(Box::new((**v).clone())),
-            Object::InvalidVmConfig(v) => Object::InvalidVmConfig(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidVmState(v) => Object::InvalidVmState(Box::new((**v).clone())),
-            Object::InventoryDescription(v) => Object::InventoryDescription(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InventoryHasStandardAloneHosts(v) => Object::InventoryHasStandardAloneHosts(Box::new((**v).clone())),
-            Object::IoFilterHostIssue(v) => Object::IoFilterHostIssue(Box::new((**v).clone())),
-            Object::IoFilterInfo(v) => Object::IoFilterInfo(Box::new((**v).clone())),
-            Object::IoFilterManagerSslTrust(v) => Object::IoFilterManagerSslTrust(Box::new((**v).clone())),
-            Object::IoFilterOperation(v) => Object::IoFilterOperation(Box::new((**v).clone())),
-            Object::IoFilterQueryIssueResult(v) => Object::IoFilterQueryIssueResult(Box::new((**v).clone())),
-            Object::IoFilterType(v) => Object::IoFilterType(Box::new((**v).clone())),
-            Object::IpAddress(v) => Object::IpAddress(Box::new((**v).clone())),
-            Object::IpAddressProfile(v) => Object::IpAddressProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IpHostnameGeneratorError(v) => Object::IpHostnameGeneratorError(Box::new((**v).clone())),
-            Object::IpPool(v) => Object::IpPool(Box::new((**v).clone())),
-            Object::IpPoolAssociation(v) => Object::IpPoolAssociation(Box::new((**v).clone())),
-            Object::IpPoolIpPoolConfigInfo(v) => Object::IpPoolIpPoolConfigInfo(Box::new((**v).clone())),
-            Object::IpPoolManagerIpAllocation(v) => Object::IpPoolManagerIpAllocation(Box::new((**v).clone())),
-            Object::IpRange(v) => Object::IpRange(Box::new((**v).clone())),
-            Object::IpRouteProfile(v) => Object::IpRouteProfile(Box::new((**v).clone())),
-            Object::IscsiDependencyEntity(v) => Object::IscsiDependencyEntity(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFault(v) => Object::IscsiFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultInvalidVnic(v) => Object::IscsiFaultInvalidVnic(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultPnicInUse(v) => Object::IscsiFaultPnicInUse(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicAlreadyBound(v) => Object::IscsiFaultVnicAlreadyBound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasActivePaths(v) => Object::IscsiFaultVnicHasActivePaths(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasMultipleUplinks(v) => Object::IscsiFaultVnicHasMultipleUplinks(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasNoUplinks(v) => Object::IscsiFaultVnicHasNoUplinks(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasWrongUplink(v) => Object::IscsiFaultVnicHasWrongUplink(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicInUse(v) => Object::IscsiFaultVnicInUse(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicIsLastPath(v) => Object::IscsiFaultVnicIsLastPath(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotBound(v) => Object::IscsiFaultVnicNotBound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotFound(v) => Object::IscsiFaultVnicNotFound(Box::new((**v).clone())),
-            Object::IscsiMigrationDependency(v) => Object::IscsiMigrationDependency(Box::new((**v).clone())),
-            Object::IscsiPortInfo(v) => Object::IscsiPortInfo(Box::new((**v).clone())),
-            Object::IscsiPortInfoPathStatus(v) => Object::IscsiPortInfoPathStatus(Box::new((**v).clone())),
-            Object::IscsiStatus(v) => Object::IscsiStatus(Box::new((**v).clone())),
-            Object::IsoImageFileInfo(v) => Object::IsoImageFileInfo(Box::new((**v).clone())),
-            Object::IsoImageFileQuery(v) => Object::IsoImageFileQuery(Box::new((**v).clone())),
-        }
     }
 }
 
@@ -550,24 +477,24 @@ impl x::DataObject for Object {
             Object::InvalidType(_) => "InvalidType",
             Object::InvalidVmConfig(_) => "InvalidVmConfig",
             #[cfg(feature = "all-faults")] Object::InvalidVmState(_) => "InvalidVmState",
-            Object::InventoryDescription(_) => "InventoryDescription",
+            #[cfg(feature = "admin")] Object::InventoryDescription(_) => "InventoryDescription",
             #[cfg(feature = "all-faults")] Object::InventoryHasStandardAloneHosts(_) => "InventoryHasStandardAloneHosts",
-            Object::IoFilterHostIssue(_) => "IoFilterHostIssue",
+            #[cfg(feature = "admin")] Object::IoFilterHostIssue(_) => "IoFilterHostIssue",
             Object::IoFilterInfo(_) => "IoFilterInfo",
-            Object::IoFilterManagerSslTrust(_) => "IoFilterManagerSslTrust",
+            #[cfg(feature = "admin")] Object::IoFilterManagerSslTrust(_) => "IoFilterManagerSslTrust",
             Object::IoFilterOperation(_) => "IoFilterOperation",
-            Object::IoFilterQueryIssueResult(_) => "IoFilterQueryIssueResult",
+            #[cfg(feature = "admin")] Object::IoFilterQueryIssueResult(_) => "IoFilterQueryIssueResult",
             Object::IoFilterType(_) => "IoFilterType",
             Object::IpAddress(_) => "IpAddress",
             Object::IpAddressProfile(_) => "IpAddressProfile",
             #[cfg(feature = "all-faults")] Object::IpHostnameGeneratorError(_) => "IpHostnameGeneratorError",
-            Object::IpPool(_) => "IpPool",
-            Object::IpPoolAssociation(_) => "IpPoolAssociation",
-            Object::IpPoolIpPoolConfigInfo(_) => "IpPoolIpPoolConfigInfo",
-            Object::IpPoolManagerIpAllocation(_) => "IpPoolManagerIpAllocation",
+            #[cfg(feature = "admin")] Object::IpPool(_) => "IpPool",
+            #[cfg(feature = "admin")] Object::IpPoolAssociation(_) => "IpPoolAssociation",
+            #[cfg(feature = "admin")] Object::IpPoolIpPoolConfigInfo(_) => "IpPoolIpPoolConfigInfo",
+            #[cfg(feature = "admin")] Object::IpPoolManagerIpAllocation(_) => "IpPoolManagerIpAllocation",
             Object::IpRange(_) => "IpRange",
             Object::IpRouteProfile(_) => "IpRouteProfile",
-            Object::IscsiDependencyEntity(_) => "IscsiDependencyEntity",
+            #[cfg(feature = "admin")] Object::IscsiDependencyEntity(_) => "IscsiDependencyEntity",
             #[cfg(feature = "all-faults")] Object::IscsiFault(_) => "IscsiFault",
             #[cfg(feature = "all-faults")] Object::IscsiFaultInvalidVnic(_) => "IscsiFaultInvalidVnic",
             #[cfg(feature = "all-faults")] Object::IscsiFaultPnicInUse(_) => "IscsiFaultPnicInUse",
@@ -580,10 +507,10 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::IscsiFaultVnicIsLastPath(_) => "IscsiFaultVnicIsLastPath",
             #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotBound(_) => "IscsiFaultVnicNotBound",
             #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotFound(_) => "IscsiFaultVnicNotFound",
-            Object::IscsiMigrationDependency(_) => "IscsiMigrationDependency",
-            Object::IscsiPortInfo(_) => "IscsiPortInfo",
+            #[cfg(feature = "admin")] Object::IscsiMigrationDependency(_) => "IscsiMigrationDependency",
+            #[cfg(feature = "admin")] Object::IscsiPortInfo(_) => "IscsiPortInfo",
             Object::IscsiPortInfoPathStatus(_) => "IscsiPortInfoPathStatus",
-            Object::IscsiStatus(_) => "IscsiStatus",
+            #[cfg(feature = "admin")] Object::IscsiStatus(_) => "IscsiStatus",
             Object::IsoImageFileInfo(_) => "IsoImageFileInfo",
             Object::IsoImageFileQuery(_) => "IsoImageFileQuery",
         }
@@ -596,7 +523,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -635,24 +562,24 @@ impl x::DataObject for Object {
             Object::InvalidType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InvalidVmConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::InvalidVmState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InventoryDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::InventoryDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::InventoryHasStandardAloneHosts(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IoFilterHostIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IoFilterHostIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IoFilterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IoFilterManagerSslTrust(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IoFilterManagerSslTrust(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IoFilterOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IoFilterQueryIssueResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IoFilterQueryIssueResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IoFilterType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IpAddress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IpAddressProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::IpHostnameGeneratorError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IpPool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IpPoolAssociation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IpPoolIpPoolConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IpPoolManagerIpAllocation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IpPool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IpPoolAssociation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IpPoolIpPoolConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IpPoolManagerIpAllocation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IpRange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IpRouteProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiDependencyEntity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IscsiDependencyEntity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::IscsiFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::IscsiFaultInvalidVnic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::IscsiFaultPnicInUse(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -665,10 +592,10 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::IscsiFaultVnicIsLastPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotBound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiMigrationDependency(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiPortInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IscsiMigrationDependency(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IscsiPortInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IscsiPortInfoPathStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IscsiStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IsoImageFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IsoImageFileQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
@@ -1156,7 +1083,7 @@ impl x::ObjectType for InvalidVmConfig {
     }
 }
 
-impl x::ObjectType for InventoryDescription {
+#[cfg(feature = "admin")] impl x::ObjectType for InventoryDescription {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1188,7 +1115,7 @@ impl x::ObjectType for InventoryDescription {
     }
 }
 
-impl x::ObjectType for IoFilterHostIssue {
+#[cfg(feature = "admin")] impl x::ObjectType for IoFilterHostIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1220,7 +1147,7 @@ impl x::ObjectType for IoFilterInfo {
     }
 }
 
-impl x::ObjectType for IoFilterManagerSslTrust {
+#[cfg(feature = "admin")] impl x::ObjectType for IoFilterManagerSslTrust {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1252,7 +1179,7 @@ impl x::ObjectType for IoFilterOperation {
     }
 }
 
-impl x::ObjectType for IoFilterQueryIssueResult {
+#[cfg(feature = "admin")] impl x::ObjectType for IoFilterQueryIssueResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1332,7 +1259,7 @@ impl x::ObjectType for IpAddressProfile {
     }
 }
 
-impl x::ObjectType for IpPool {
+#[cfg(feature = "admin")] impl x::ObjectType for IpPool {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1348,7 +1275,7 @@ impl x::ObjectType for IpPool {
     }
 }
 
-impl x::ObjectType for IpPoolAssociation {
+#[cfg(feature = "admin")] impl x::ObjectType for IpPoolAssociation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1364,7 +1291,7 @@ impl x::ObjectType for IpPoolAssociation {
     }
 }
 
-impl x::ObjectType for IpPoolIpPoolConfigInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for IpPoolIpPoolConfigInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1380,7 +1307,7 @@ impl x::ObjectType for IpPoolIpPoolConfigInfo {
     }
 }
 
-impl x::ObjectType for IpPoolManagerIpAllocation {
+#[cfg(feature = "admin")] impl x::ObjectType for IpPoolManagerIpAllocation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1428,7 +1355,7 @@ impl x::ObjectType for IpRouteProfile {
     }
 }
 
-impl x::ObjectType for IscsiDependencyEntity {
+#[cfg(feature = "admin")] impl x::ObjectType for IscsiDependencyEntity {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1636,7 +1563,7 @@ impl x::ObjectType for IscsiDependencyEntity {
     }
 }
 
-impl x::ObjectType for IscsiMigrationDependency {
+#[cfg(feature = "admin")] impl x::ObjectType for IscsiMigrationDependency {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1652,7 +1579,7 @@ impl x::ObjectType for IscsiMigrationDependency {
     }
 }
 
-impl x::ObjectType for IscsiPortInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for IscsiPortInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1684,7 +1611,7 @@ impl x::ObjectType for IscsiPortInfoPathStatus {
     }
 }
 
-impl x::ObjectType for IscsiStatus {
+#[cfg(feature = "admin")] impl x::ObjectType for IscsiStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

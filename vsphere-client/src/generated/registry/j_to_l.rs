@@ -349,23 +349,23 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    KernelModuleInfo(Box<KernelModuleInfo>),
-    KernelModuleSectionInfo(Box<KernelModuleSectionInfo>),
+    #[cfg(feature = "admin")] KernelModuleInfo(Box<KernelModuleInfo>),
+    #[cfg(feature = "admin")] KernelModuleSectionInfo(Box<KernelModuleSectionInfo>),
     KeyAnyValue(Box<KeyAnyValue>),
     #[cfg(feature = "all-faults")] KeyNotFound(Box<KeyNotFound>),
     KeyProviderId(Box<KeyProviderId>),
     KeyValue(Box<KeyValue>),
-    KmipClusterInfo(Box<KmipClusterInfo>),
-    KmipClusterInfoKeyInfo(Box<KmipClusterInfoKeyInfo>),
+    #[cfg(feature = "admin")] KmipClusterInfo(Box<KmipClusterInfo>),
+    #[cfg(feature = "admin")] KmipClusterInfoKeyInfo(Box<KmipClusterInfoKeyInfo>),
     KmipClusterInfoKeyType(Box<KmipClusterInfoKeyType>),
     KmipClusterInfoKmsManagementType(Box<KmipClusterInfoKmsManagementType>),
-    KmipClusterInfoWrappingKeyIdKeyInfo(Box<KmipClusterInfoWrappingKeyIdKeyInfo>),
-    KmipClusterInfoWrappingRotationIntervalKeyInfo(Box<KmipClusterInfoWrappingRotationIntervalKeyInfo>),
-    KmipServerInfo(Box<KmipServerInfo>),
-    KmipServerSpec(Box<KmipServerSpec>),
-    KmipServerSpecKeySpec(Box<KmipServerSpecKeySpec>),
-    KmipServerSpecWrappingKeyIdKeySpec(Box<KmipServerSpecWrappingKeyIdKeySpec>),
-    KmipServerSpecWrappingRotationIntervalKeySpec(Box<KmipServerSpecWrappingRotationIntervalKeySpec>),
+    #[cfg(feature = "admin")] KmipClusterInfoWrappingKeyIdKeyInfo(Box<KmipClusterInfoWrappingKeyIdKeyInfo>),
+    #[cfg(feature = "admin")] KmipClusterInfoWrappingRotationIntervalKeyInfo(Box<KmipClusterInfoWrappingRotationIntervalKeyInfo>),
+    #[cfg(feature = "admin")] KmipServerInfo(Box<KmipServerInfo>),
+    #[cfg(feature = "admin")] KmipServerSpec(Box<KmipServerSpec>),
+    #[cfg(feature = "admin")] KmipServerSpecKeySpec(Box<KmipServerSpecKeySpec>),
+    #[cfg(feature = "admin")] KmipServerSpecWrappingKeyIdKeySpec(Box<KmipServerSpecWrappingKeyIdKeySpec>),
+    #[cfg(feature = "admin")] KmipServerSpecWrappingRotationIntervalKeySpec(Box<KmipServerSpecWrappingRotationIntervalKeySpec>),
     KmipServerStatus(Box<KmipServerStatus>),
     #[cfg(feature = "all-faults")] LargeRDMConversionNotSupported(Box<LargeRDMConversionNotSupported>),
     #[cfg(feature = "all-faults")] LargeRDMNotSupportedOnDatastore(Box<LargeRDMNotSupportedOnDatastore>),
@@ -374,9 +374,9 @@ pub enum Object {
     #[cfg(feature = "all-faults")] LegacyNetworkInterfaceInUse(Box<LegacyNetworkInterfaceInUse>),
     #[cfg(feature = "all-faults")] LicenseAssignmentFailed(Box<LicenseAssignmentFailed>),
     LicenseAssignmentFailedReason(Box<LicenseAssignmentFailedReason>),
-    LicenseAssignmentManagerLicenseAssignment(Box<LicenseAssignmentManagerLicenseAssignment>),
-    LicenseAvailabilityInfo(Box<LicenseAvailabilityInfo>),
-    LicenseDiagnostics(Box<LicenseDiagnostics>),
+    #[cfg(feature = "admin")] LicenseAssignmentManagerLicenseAssignment(Box<LicenseAssignmentManagerLicenseAssignment>),
+    #[cfg(feature = "admin")] LicenseAvailabilityInfo(Box<LicenseAvailabilityInfo>),
+    #[cfg(feature = "admin")] LicenseDiagnostics(Box<LicenseDiagnostics>),
     #[cfg(feature = "all-faults")] LicenseDowngradeDisallowed(Box<LicenseDowngradeDisallowed>),
     #[cfg(feature = "all-faults")] LicenseEntityNotFound(Box<LicenseEntityNotFound>),
     #[cfg(feature = "all-events")] LicenseEvent(Box<LicenseEvent>),
@@ -390,10 +390,10 @@ pub enum Object {
     LicenseManagerEvaluationInfo(Box<LicenseManagerEvaluationInfo>),
     LicenseManagerLicenseInfo(Box<LicenseManagerLicenseInfo>),
     LicenseManagerLicenseKey(Box<LicenseManagerLicenseKey>),
-    LicenseManagerState(Box<LicenseManagerState>),
+    #[cfg(feature = "admin")] LicenseManagerState(Box<LicenseManagerState>),
     #[cfg(feature = "all-events")] LicenseNonComplianceEvent(Box<LicenseNonComplianceEvent>),
-    LicenseReservationInfo(Box<LicenseReservationInfo>),
-    LicenseReservationInfoState(Box<LicenseReservationInfoState>),
+    #[cfg(feature = "admin")] LicenseReservationInfo(Box<LicenseReservationInfo>),
+    #[cfg(feature = "admin")] LicenseReservationInfoState(Box<LicenseReservationInfoState>),
     #[cfg(feature = "all-faults")] LicenseRestricted(Box<LicenseRestricted>),
     #[cfg(feature = "all-events")] LicenseRestrictedEvent(Box<LicenseRestrictedEvent>),
     #[cfg(feature = "all-events")] LicenseServerAvailableEvent(Box<LicenseServerAvailableEvent>),
@@ -402,12 +402,12 @@ pub enum Object {
     #[cfg(feature = "all-events")] LicenseServerUnavailableEvent(Box<LicenseServerUnavailableEvent>),
     LicenseSource(Box<LicenseSource>),
     #[cfg(feature = "all-faults")] LicenseSourceUnavailable(Box<LicenseSourceUnavailable>),
-    LicenseUsageInfo(Box<LicenseUsageInfo>),
+    #[cfg(feature = "admin")] LicenseUsageInfo(Box<LicenseUsageInfo>),
     #[cfg(feature = "all-faults")] LimitExceeded(Box<LimitExceeded>),
     LinkDiscoveryProtocolConfig(Box<LinkDiscoveryProtocolConfig>),
     LinkDiscoveryProtocolConfigOperationType(Box<LinkDiscoveryProtocolConfigOperationType>),
     LinkDiscoveryProtocolConfigProtocolType(Box<LinkDiscoveryProtocolConfigProtocolType>),
-    LinkLayerDiscoveryProtocolInfo(Box<LinkLayerDiscoveryProtocolInfo>),
+    #[cfg(feature = "admin")] LinkLayerDiscoveryProtocolInfo(Box<LinkLayerDiscoveryProtocolInfo>),
     LinkProfile(Box<LinkProfile>),
     #[cfg(feature = "all-faults")] LinuxVolumeNotClean(Box<LinuxVolumeNotClean>),
     #[cfg(feature = "all-events")] LocalDatastoreCreatedEvent(Box<LocalDatastoreCreatedEvent>),
@@ -429,23 +429,23 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KernelModuleInfo(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KernelModuleSectionInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KernelModuleInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KernelModuleSectionInfo(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KeyAnyValue(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KeyNotFound(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KeyProviderId(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KeyValue(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfo(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoKeyInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoKeyInfo(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoKeyType(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoKmsManagementType(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoWrappingKeyIdKeyInfo(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerInfo(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerSpec(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerSpecKeySpec(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerSpecWrappingKeyIdKeySpec(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerSpecWrappingRotationIntervalKeySpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoWrappingKeyIdKeyInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerSpecKeySpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerSpecWrappingKeyIdKeySpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerSpecWrappingRotationIntervalKeySpec(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::KmipServerStatus(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LargeRDMConversionNotSupported(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LargeRDMNotSupportedOnDatastore(v), Err(e) => return Some(Err(e)) },
@@ -454,9 +454,9 @@ fn decode(
         #[cfg(feature = "all-faults")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LegacyNetworkInterfaceInUse(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAssignmentFailed(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAssignmentFailedReason(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAssignmentManagerLicenseAssignment(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAvailabilityInfo(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseDiagnostics(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAssignmentManagerLicenseAssignment(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseAvailabilityInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseDiagnostics(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseDowngradeDisallowed(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseEntityNotFound(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseEvent(v), Err(e) => return Some(Err(e)) },
@@ -470,10 +470,10 @@ fn decode(
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerEvaluationInfo(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerLicenseInfo(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerLicenseKey(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseManagerState(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseNonComplianceEvent(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseReservationInfo(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseReservationInfoState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseReservationInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseReservationInfoState(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseRestricted(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseRestrictedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseServerAvailableEvent(v), Err(e) => return Some(Err(e)) },
@@ -482,12 +482,12 @@ fn decode(
         #[cfg(feature = "all-events")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseServerUnavailableEvent(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseSource(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseSourceUnavailable(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseUsageInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LicenseUsageInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LimitExceeded(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkDiscoveryProtocolConfig(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkDiscoveryProtocolConfigOperationType(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkDiscoveryProtocolConfigProtocolType(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkLayerDiscoveryProtocolInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkLayerDiscoveryProtocolInfo(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinkProfile(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LinuxVolumeNotClean(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalDatastoreCreatedEvent(v), Err(e) => return Some(Err(e)) },
@@ -503,23 +503,23 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::KernelModuleInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::KernelModuleSectionInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::KernelModuleInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::KernelModuleSectionInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::KeyAnyValue(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::KeyNotFound(v) => std::fmt::Debug::fmt(&**v, f),
             Object::KeyProviderId(v) => std::fmt::Debug::fmt(&**v, f),
             Object::KeyValue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::KmipClusterInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::KmipClusterInfoKeyInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::KmipClusterInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::KmipClusterInfoKeyInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::KmipClusterInfoKeyType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::KmipClusterInfoKmsManagementType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::KmipServerInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::KmipServerSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::KmipServerSpecKeySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::KmipServerSpecWrappingKeyIdKeySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::KmipServerInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::KmipServerSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::KmipServerSpecKeySpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::KmipServerSpecWrappingKeyIdKeySpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::KmipServerStatus(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::LargeRDMConversionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::LargeRDMNotSupportedOnDatastore(v) => std::fmt::Debug::fmt(&**v, f),
@@ -528,9 +528,9 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-faults")] Object::LegacyNetworkInterfaceInUse(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::LicenseAssignmentFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseAssignmentFailedReason(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseAssignmentManagerLicenseAssignment(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseAvailabilityInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseDiagnostics(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::LicenseAssignmentManagerLicenseAssignment(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::LicenseAvailabilityInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::LicenseDiagnostics(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::LicenseDowngradeDisallowed(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::LicenseEntityNotFound(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::LicenseEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -544,10 +544,10 @@ impl std::fmt::Debug for Object {
             Object::LicenseManagerEvaluationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseManagerLicenseInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseManagerLicenseKey(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseManagerState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::LicenseManagerState(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::LicenseNonComplianceEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseReservationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseReservationInfoState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::LicenseReservationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::LicenseReservationInfoState(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::LicenseRestricted(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::LicenseRestrictedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::LicenseServerAvailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -556,12 +556,12 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::LicenseServerUnavailableEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LicenseSource(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::LicenseSourceUnavailable(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LicenseUsageInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::LicenseUsageInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::LimitExceeded(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LinkDiscoveryProtocolConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LinkDiscoveryProtocolConfigOperationType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LinkDiscoveryProtocolConfigProtocolType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::LinkLayerDiscoveryProtocolInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::LinkLayerDiscoveryProtocolInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LinkProfile(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::LinuxVolumeNotClean(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::LocalDatastoreCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -579,99 +579,26 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::KernelModuleInfo(v) => Object::KernelModuleInfo(Box::new((**v).clone())),
-            Object::KernelModuleSectionInfo(v) => Object::KernelModuleSectionInfo(Box::new((**v).clone())),
-            Object::KeyAnyValue(v) => Object::KeyAnyValue(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::KeyNotFound(v) => Object::KeyNotFound(Box::new((**v).clone())),
-            Object::KeyProviderId(v) => Object::KeyProviderId(Box::new((**v).clone())),
-            Object::KeyValue(v) => Object::KeyValue(Box::new((**v).clone())),
-            Object::KmipClusterInfo(v) => Object::KmipClusterInfo(Box::new((**v).clone())),
-            Object::KmipClusterInfoKeyInfo(v) => Object::KmipClusterInfoKeyInfo(Box::new((**v).clone())),
-            Object::KmipClusterInfoKeyType(v) => Object::KmipClusterInfoKeyType(Box::new((**v).clone())),
-            Object::KmipClusterInfoKmsManagementType(v) => Object::KmipClusterInfoKmsManagementType(Box::new((**v).clone())),
-            Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => Object::KmipClusterInfoWrappingKeyIdKeyInfo(Box::new((**v).clone())),
-            Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(Box::new((**v).clone())),
-            Object::KmipServerInfo(v) => Object::KmipServerInfo(Box::new((**v).clone())),
-            Object::KmipServerSpec(v) => Object::KmipServerSpec(Box::new((**v).clone())),
-            Object::KmipServerSpecKeySpec(v) => Object::KmipServerSpecKeySpec(Box::new((**v).clone())),
-            Object::KmipServerSpecWrappingKeyIdKeySpec(v) => Object::KmipServerSpecWrappingKeyIdKeySpec(Box::new((**v).clone())),
-            Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => Object::KmipServerSpecWrappingRotationIntervalKeySpec(Box::new((**v).clone())),
-            Object::KmipServerStatus(v) => Object::KmipServerStatus(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LargeRDMConversionNotSupported(v) => Object::LargeRDMConversionNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LargeRDMNotSupportedOnDatastore(v) => Object::LargeRDMNotSupportedOnDatastore(Box::new((**v).clone())),
-            Object::LatencySensitivity(v) => Object::LatencySensitivity(Box::new((**v).clone())),
-            Object::LatencySensitivitySensitivityLevel(v) => Object::LatencySensitivitySensitivityLevel(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LegacyNetworkInterfaceInUse(v) => Object::LegacyNetworkInterfaceInUse(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LicenseAssignmentFailed(v) => Object::LicenseAssignmentFailed(Box::new((**v).clone())),
-            Object::LicenseAssignmentFailedReason(v) => Object::LicenseAssignmentFailedReason(Box::new((**v).clone())),
-            Object::LicenseAssignmentManagerLicenseAssignment(v) => Object::LicenseAssignmentManagerLicenseAssignment(Box::new((**v).clone())),
-            Object::LicenseAvailabilityInfo(v) => Object::LicenseAvailabilityInfo(Box::new((**v).clone())),
-            Object::LicenseDiagnostics(v) => Object::LicenseDiagnostics(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LicenseDowngradeDisallowed(v) => Object::LicenseDowngradeDisallowed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LicenseEntityNotFound(v) => Object::LicenseEntityNotFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LicenseEvent(v) => Object::LicenseEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LicenseExpired(v) => Object::LicenseExpired(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LicenseExpiredEvent(v) => Object::LicenseExpiredEvent(Box::new((**v).clone())),
-            Object::LicenseFeatureInfo(v) => Object::LicenseFeatureInfo(Box::new((**v).clone())),
-            Object::LicenseFeatureInfoSourceRestriction(v) => Object::LicenseFeatureInfoSourceRestriction(Box::new((**v).clone())),
-            Object::LicenseFeatureInfoState(v) => Object::LicenseFeatureInfoState(Box::new((**v).clone())),
-            Object::LicenseFeatureInfoUnit(v) => Object::LicenseFeatureInfoUnit(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LicenseKeyEntityMismatch(v) => Object::LicenseKeyEntityMismatch(Box::new((**v).clone())),
-            Object::LicenseManagerEvaluationInfo(v) => Object::LicenseManagerEvaluationInfo(Box::new((**v).clone())),
-            Object::LicenseManagerLicenseInfo(v) => Object::LicenseManagerLicenseInfo(Box::new((**v).clone())),
-            Object::LicenseManagerLicenseKey(v) => Object::LicenseManagerLicenseKey(Box::new((**v).clone())),
-            Object::LicenseManagerState(v) => Object::LicenseManagerState(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LicenseNonComplianceEvent(v) => Object::LicenseNonComplianceEvent(Box::new((**v).clone())),
-            Object::LicenseReservationInfo(v) => Object::LicenseReservationInfo(Box::new((**v).clone())),
-            Object::LicenseReservationInfoState(v) => Object::LicenseReservationInfoState(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LicenseRestricted(v) => Object::LicenseRestricted(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LicenseRestrictedEvent(v) => Object::LicenseRestrictedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LicenseServerAvailableEvent(v) => Object::LicenseServerAvailableEvent(Box::new((**v).clone())),
-            Object::LicenseServerSource(v) => Object::LicenseServerSource(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LicenseServerUnavailable(v) => Object::LicenseServerUnavailable(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LicenseServerUnavailableEvent(v) => Object::LicenseServerUnavailableEvent(Box::new((**v).clone())),
-            Object::LicenseSource(v) => Object::LicenseSource(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LicenseSourceUnavailable(v) => Object::LicenseSourceUnavailable(Box::new((**v).clone())),
-            Object::LicenseUsageInfo(v) => Object::LicenseUsageInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LimitExceeded(v) => Object::LimitExceeded(Box::new((**v).clone())),
-            Object::LinkDiscoveryProtocolConfig(v) => Object::LinkDiscoveryProtocolConfig(Box::new((**v).clone())),
-            Object::LinkDiscoveryProtocolConfigOperationType(v) => Object::LinkDiscoveryProtocolConfigOperationType(Box::new((**v).clone())),
-            Object::LinkDiscoveryProtocolConfigProtocolType(v) => Object::LinkDiscoveryProtocolConfigProtocolType(Box::new((**v).clone())),
-            Object::LinkLayerDiscoveryProtocolInfo(v) => Object::LinkLayerDiscoveryProtocolInfo(Box::new((**v).clone())),
-            Object::LinkProfile(v) => Object::LinkProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LinuxVolumeNotClean(v) => Object::LinuxVolumeNotClean(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LocalDatastoreCreatedEvent(v) => Object::LocalDatastoreCreatedEvent(Box::new((**v).clone())),
-            Object::LocalDatastoreInfo(v) => Object::LocalDatastoreInfo(Box::new((**v).clone())),
-            Object::LocalLicenseSource(v) => Object::LocalLicenseSource(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LocalTSMEnabledEvent(v) => Object::LocalTSMEnabledEvent(Box::new((**v).clone())),
-            Object::LocalizableMessage(v) => Object::LocalizableMessage(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::KernelModuleInfo(_) => "KernelModuleInfo",
-            Object::KernelModuleSectionInfo(_) => "KernelModuleSectionInfo",
+            #[cfg(feature = "admin")] Object::KernelModuleInfo(_) => "KernelModuleInfo",
+            #[cfg(feature = "admin")] Object::KernelModuleSectionInfo(_) => "KernelModuleSectionInfo",
             Object::KeyAnyValue(_) => "KeyAnyValue",
             #[cfg(feature = "all-faults")] Object::KeyNotFound(_) => "KeyNotFound",
             Object::KeyProviderId(_) => "KeyProviderId",
             Object::KeyValue(_) => "KeyValue",
-            Object::KmipClusterInfo(_) => "KmipClusterInfo",
-            Object::KmipClusterInfoKeyInfo(_) => "KmipClusterInfoKeyInfo",
+            #[cfg(feature = "admin")] Object::KmipClusterInfo(_) => "KmipClusterInfo",
+            #[cfg(feature = "admin")] Object::KmipClusterInfoKeyInfo(_) => "KmipClusterInfoKeyInfo",
             Object::KmipClusterInfoKeyType(_) => "KmipClusterInfoKeyType",
             Object::KmipClusterInfoKmsManagementType(_) => "KmipClusterInfoKmsManagementType",
-            Object::KmipClusterInfoWrappingKeyIdKeyInfo(_) => "KmipClusterInfoWrappingKeyIdKeyInfo",
-            Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(_) => "KmipClusterInfoWrappingRotationIntervalKeyInfo",
-            Object::KmipServerInfo(_) => "KmipServerInfo",
-            Object::KmipServerSpec(_) => "KmipServerSpec",
-            Object::KmipServerSpecKeySpec(_) => "KmipServerSpecKeySpec",
-            Object::KmipServerSpecWrappingKeyIdKeySpec(_) => "KmipServerSpecWrappingKeyIdKeySpec",
-            Object::KmipServerSpecWrappingRotationIntervalKeySpec(_) => "KmipServerSpecWrappingRotationIntervalKeySpec",
+            #[cfg(feature = "admin")] Object::KmipClusterInfoWrappingKeyIdKeyInfo(_) => "KmipClusterInfoWrappingKeyIdKeyInfo",
+            #[cfg(feature = "admin")] Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(_) => "KmipClusterInfoWrappingRotationIntervalKeyInfo",
+            #[cfg(feature = "admin")] Object::KmipServerInfo(_) => "KmipServerInfo",
+            #[cfg(feature = "admin")] Object::KmipServerSpec(_) => "KmipServerSpec",
+            #[cfg(feature = "admin")] Object::KmipServerSpecKeySpec(_) => "KmipServerSpecKeySpec",
+            #[cfg(feature = "admin")] Object::KmipServerSpecWrappingKeyIdKeySpec(_) => "KmipServerSpecWrappingKeyIdKeySpec",
+            #[cfg(feature = "admin")] Object::KmipServerSpecWrappingRotationIntervalKeySpec(_) => "KmipServerSpecWrappingRotationIntervalKeySpec",
             Object::KmipServerStatus(_) => "KmipServerStatus",
             #[cfg(feature = "all-faults")] Object::LargeRDMConversionNotSupported(_) => "LargeRDMConversionNotSupported",
             #[cfg(feature = "all-faults")] Object::LargeRDMNotSupportedOnDatastore(_) => "LargeRDMNotSupportedOnDatastore",
@@ -680,9 +607,9 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::LegacyNetworkInterfaceInUse(_) => "LegacyNetworkInterfaceInUse",
             #[cfg(feature = "all-faults")] Object::LicenseAssignmentFailed(_) => "LicenseAssignmentFailed",
             Object::LicenseAssignmentFailedReason(_) => "LicenseAssignmentFailedReason",
-            Object::LicenseAssignmentManagerLicenseAssignment(_) => "LicenseAssignmentManagerLicenseAssignment",
-            Object::LicenseAvailabilityInfo(_) => "LicenseAvailabilityInfo",
-            Object::LicenseDiagnostics(_) => "LicenseDiagnostics",
+            #[cfg(feature = "admin")] Object::LicenseAssignmentManagerLicenseAssignment(_) => "LicenseAssignmentManagerLicenseAssignment",
+            #[cfg(feature = "admin")] Object::LicenseAvailabilityInfo(_) => "LicenseAvailabilityInfo",
+            #[cfg(feature = "admin")] Object::LicenseDiagnostics(_) => "LicenseDiagnostics",
             #[cfg(feature = "all-faults")] Object::LicenseDowngradeDisallowed(_) => "LicenseDowngradeDisallowed",
             #[cfg(feature = "all-faults")] Object::LicenseEntityNotFound(_) => "LicenseEntityNotFound",
             #[cfg(feature = "all-events")] Object::LicenseEvent(_) => "LicenseEvent",
@@ -696,10 +623,10 @@ impl x::DataObject for Object {
             Object::LicenseManagerEvaluationInfo(_) => "LicenseManagerEvaluationInfo",
             Object::LicenseManagerLicenseInfo(_) => "LicenseManagerLicenseInfo",
             Object::LicenseManagerLicenseKey(_) => "LicenseManagerLicenseKey",
-            Object::LicenseManagerState(_) => "LicenseManagerState",
+            #[cfg(feature = "admin")] Object::LicenseManagerState(_) => "LicenseManagerState",
             #[cfg(feature = "all-events")] Object::LicenseNonComplianceEvent(_) => "LicenseNonComplianceEvent",
-            Object::LicenseReservationInfo(_) => "LicenseReservationInfo",
-            Object::LicenseReservationInfoState(_) => "LicenseReservationInfoState",
+            #[cfg(feature = "admin")] Object::LicenseReservationInfo(_) => "LicenseReservationInfo",
+            #[cfg(feature = "admin")] Object::LicenseReservationInfoState(_) => "LicenseReservationInfoState",
             #[cfg(feature = "all-faults")] Object::LicenseRestricted(_) => "LicenseRestricted",
             #[cfg(feature = "all-events")] Object::LicenseRestrictedEvent(_) => "LicenseRestrictedEvent",
             #[cfg(feature = "all-events")] Object::LicenseServerAvailableEvent(_) => "LicenseServerAvailableEvent",
@@ -708,12 +635,12 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::LicenseServerUnavailableEvent(_) => "LicenseServerUnavailableEvent",
             Object::LicenseSource(_) => "LicenseSource",
             #[cfg(feature = "all-faults")] Object::LicenseSourceUnavailable(_) => "LicenseSourceUnavailable",
-            Object::LicenseUsageInfo(_) => "LicenseUsageInfo",
+            #[cfg(feature = "admin")] Object::LicenseUsageInfo(_) => "LicenseUsageInfo",
             #[cfg(feature = "all-faults")] Object::LimitExceeded(_) => "LimitExceeded",
             Object::LinkDiscoveryProtocolConfig(_) => "LinkDiscoveryProtocolConfig",
             Object::LinkDiscoveryProtocolConfigOperationType(_) => "LinkDiscoveryProtocolConfigOperationType",
             Object::LinkDiscoveryProtocolConfigProtocolType(_) => "LinkDiscoveryProtocolConfigProtocolType",
-            Object::LinkLayerDiscoveryProtocolInfo(_) => "LinkLayerDiscoveryProtocolInfo",
+            #[cfg(feature = "admin")] Object::LinkLayerDiscoveryProtocolInfo(_) => "LinkLayerDiscoveryProtocolInfo",
             Object::LinkProfile(_) => "LinkProfile",
             #[cfg(feature = "all-faults")] Object::LinuxVolumeNotClean(_) => "LinuxVolumeNotClean",
             #[cfg(feature = "all-events")] Object::LocalDatastoreCreatedEvent(_) => "LocalDatastoreCreatedEvent",
@@ -731,7 +658,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -740,23 +667,23 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::KernelModuleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::KernelModuleSectionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::KernelModuleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::KernelModuleSectionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::KeyAnyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::KeyNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::KeyProviderId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::KeyValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::KmipClusterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::KmipClusterInfoKeyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::KmipClusterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::KmipClusterInfoKeyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::KmipClusterInfoKeyType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::KmipClusterInfoKmsManagementType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::KmipServerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::KmipServerSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::KmipServerSpecKeySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::KmipServerSpecWrappingKeyIdKeySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::KmipServerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::KmipServerSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::KmipServerSpecKeySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::KmipServerSpecWrappingKeyIdKeySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::KmipServerStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::LargeRDMConversionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::LargeRDMNotSupportedOnDatastore(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -765,9 +692,9 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::LegacyNetworkInterfaceInUse(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::LicenseAssignmentFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseAssignmentFailedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseAssignmentManagerLicenseAssignment(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseAvailabilityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseDiagnostics(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::LicenseAssignmentManagerLicenseAssignment(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::LicenseAvailabilityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::LicenseDiagnostics(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::LicenseDowngradeDisallowed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::LicenseEntityNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::LicenseEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -781,10 +708,10 @@ impl x::DataObject for Object {
             Object::LicenseManagerEvaluationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseManagerLicenseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseManagerLicenseKey(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseManagerState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::LicenseManagerState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::LicenseNonComplianceEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseReservationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseReservationInfoState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::LicenseReservationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::LicenseReservationInfoState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::LicenseRestricted(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::LicenseRestrictedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::LicenseServerAvailableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -793,12 +720,12 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::LicenseServerUnavailableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LicenseSource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::LicenseSourceUnavailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LicenseUsageInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::LicenseUsageInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::LimitExceeded(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LinkDiscoveryProtocolConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LinkDiscoveryProtocolConfigOperationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LinkDiscoveryProtocolConfigProtocolType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::LinkLayerDiscoveryProtocolInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::LinkLayerDiscoveryProtocolInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LinkProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::LinuxVolumeNotClean(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::LocalDatastoreCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -811,7 +738,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectType for KernelModuleInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for KernelModuleInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -827,7 +754,7 @@ impl x::ObjectType for KernelModuleInfo {
     }
 }
 
-impl x::ObjectType for KernelModuleSectionInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for KernelModuleSectionInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -907,7 +834,7 @@ impl x::ObjectType for KeyValue {
     }
 }
 
-impl x::ObjectType for KmipClusterInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for KmipClusterInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -923,7 +850,7 @@ impl x::ObjectType for KmipClusterInfo {
     }
 }
 
-impl x::ObjectType for KmipClusterInfoKeyInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for KmipClusterInfoKeyInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -971,7 +898,7 @@ impl x::ObjectType for KmipClusterInfoKmsManagementType {
     }
 }
 
-impl x::ObjectType for KmipClusterInfoWrappingKeyIdKeyInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for KmipClusterInfoWrappingKeyIdKeyInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -987,7 +914,7 @@ impl x::ObjectType for KmipClusterInfoWrappingKeyIdKeyInfo {
     }
 }
 
-impl x::ObjectType for KmipClusterInfoWrappingRotationIntervalKeyInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for KmipClusterInfoWrappingRotationIntervalKeyInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1003,7 +930,7 @@ impl x::ObjectType for KmipClusterInfoWrappingRotationIntervalKeyInfo {
     }
 }
 
-impl x::ObjectType for KmipServerInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for KmipServerInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1019,7 +946,7 @@ impl x::ObjectType for KmipServerInfo {
     }
 }
 
-impl x::ObjectType for KmipServerSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for KmipServerSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1035,7 +962,7 @@ impl x::ObjectType for KmipServerSpec {
     }
 }
 
-impl x::ObjectType for KmipServerSpecKeySpec {
+#[cfg(feature = "admin")] impl x::ObjectType for KmipServerSpecKeySpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1051,7 +978,7 @@ impl x::ObjectType for KmipServerSpecKeySpec {
     }
 }
 
-impl x::ObjectType for KmipServerSpecWrappingKeyIdKeySpec {
+#[cfg(feature = "admin")] impl x::ObjectType for KmipServerSpecWrappingKeyIdKeySpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1067,7 +994,7 @@ impl x::ObjectType for KmipServerSpecWrappingKeyIdKeySpec {
     }
 }
 
-impl x::ObjectType for KmipServerSpecWrappingRotationIntervalKeySpec {
+#[cfg(feature = "admin")] impl x::ObjectType for KmipServerSpecWrappingRotationIntervalKeySpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1211,7 +1138,7 @@ impl x::ObjectType for LicenseAssignmentFailedReason {
     }
 }
 
-impl x::ObjectType for LicenseAssignmentManagerLicenseAssignment {
+#[cfg(feature = "admin")] impl x::ObjectType for LicenseAssignmentManagerLicenseAssignment {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1227,7 +1154,7 @@ impl x::ObjectType for LicenseAssignmentManagerLicenseAssignment {
     }
 }
 
-impl x::ObjectType for LicenseAvailabilityInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for LicenseAvailabilityInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1243,7 +1170,7 @@ impl x::ObjectType for LicenseAvailabilityInfo {
     }
 }
 
-impl x::ObjectType for LicenseDiagnostics {
+#[cfg(feature = "admin")] impl x::ObjectType for LicenseDiagnostics {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1467,7 +1394,7 @@ impl x::ObjectType for LicenseManagerLicenseKey {
     }
 }
 
-impl x::ObjectType for LicenseManagerState {
+#[cfg(feature = "admin")] impl x::ObjectType for LicenseManagerState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1499,7 +1426,7 @@ impl x::ObjectType for LicenseManagerState {
     }
 }
 
-impl x::ObjectType for LicenseReservationInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for LicenseReservationInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1515,7 +1442,7 @@ impl x::ObjectType for LicenseReservationInfo {
     }
 }
 
-impl x::ObjectType for LicenseReservationInfoState {
+#[cfg(feature = "admin")] impl x::ObjectType for LicenseReservationInfoState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1659,7 +1586,7 @@ impl x::ObjectType for LicenseSource {
     }
 }
 
-impl x::ObjectType for LicenseUsageInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for LicenseUsageInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1739,7 +1666,7 @@ impl x::ObjectType for LinkDiscoveryProtocolConfigProtocolType {
     }
 }
 
-impl x::ObjectType for LinkLayerDiscoveryProtocolInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for LinkLayerDiscoveryProtocolInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -340,7 +340,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    LocalizationManagerMessageCatalog(Box<LocalizationManagerMessageCatalog>),
+    #[cfg(feature = "admin")] LocalizationManagerMessageCatalog(Box<LocalizationManagerMessageCatalog>),
     LocalizedMethodFault(Box<LocalizedMethodFault>),
     #[cfg(feature = "all-events")] LockerMisconfiguredEvent(Box<LockerMisconfiguredEvent>),
     #[cfg(feature = "all-events")] LockerReconfiguredEvent(Box<LockerReconfiguredEvent>),
@@ -395,9 +395,9 @@ pub enum Object {
     #[cfg(feature = "all-faults")] MissingWindowsCustResources(Box<MissingWindowsCustResources>),
     #[cfg(feature = "all-faults")] MksConnectionLimitReached(Box<MksConnectionLimitReached>),
     ModeInfo(Box<ModeInfo>),
-    MonthlyByDayTaskScheduler(Box<MonthlyByDayTaskScheduler>),
-    MonthlyByWeekdayTaskScheduler(Box<MonthlyByWeekdayTaskScheduler>),
-    MonthlyTaskScheduler(Box<MonthlyTaskScheduler>),
+    #[cfg(feature = "admin")] MonthlyByDayTaskScheduler(Box<MonthlyByDayTaskScheduler>),
+    #[cfg(feature = "admin")] MonthlyByWeekdayTaskScheduler(Box<MonthlyByWeekdayTaskScheduler>),
+    #[cfg(feature = "admin")] MonthlyTaskScheduler(Box<MonthlyTaskScheduler>),
     #[cfg(feature = "all-faults")] MountError(Box<MountError>),
     #[cfg(feature = "all-events")] MtuMatchEvent(Box<MtuMatchEvent>),
     #[cfg(feature = "all-events")] MtuMismatchEvent(Box<MtuMismatchEvent>),
@@ -420,7 +420,7 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalizationManagerMessageCatalog(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalizationManagerMessageCatalog(v), Err(e) => return Some(Err(e)) },
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalizedMethodFault(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LockerMisconfiguredEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LockerReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
@@ -475,9 +475,9 @@ fn decode(
         #[cfg(feature = "all-faults")] 78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingWindowsCustResources(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MksConnectionLimitReached(v), Err(e) => return Some(Err(e)) },
         80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ModeInfo(v), Err(e) => return Some(Err(e)) },
-        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MonthlyByDayTaskScheduler(v), Err(e) => return Some(Err(e)) },
-        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MonthlyByWeekdayTaskScheduler(v), Err(e) => return Some(Err(e)) },
-        84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MonthlyTaskScheduler(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MonthlyByDayTaskScheduler(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MonthlyByWeekdayTaskScheduler(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MonthlyTaskScheduler(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MountError(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 99 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MtuMatchEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 100 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MtuMismatchEvent(v), Err(e) => return Some(Err(e)) },
@@ -494,7 +494,7 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::LocalizationManagerMessageCatalog(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::LocalizationManagerMessageCatalog(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LocalizedMethodFault(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::LockerMisconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::LockerReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -549,9 +549,9 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-faults")] Object::MissingWindowsCustResources(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::MksConnectionLimitReached(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ModeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MonthlyByDayTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MonthlyByWeekdayTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MonthlyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::MonthlyByDayTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::MonthlyByWeekdayTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::MonthlyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::MountError(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::MtuMatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::MtuMismatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -570,83 +570,10 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::LocalizationManagerMessageCatalog(v) => Object::LocalizationManagerMessageCatalog(Box::new((**v).clone())),
-            Object::LocalizedMethodFault(v) => Object::LocalizedMethodFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LockerMisconfiguredEvent(v) => Object::LockerMisconfiguredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LockerReconfiguredEvent(v) => Object::LockerReconfiguredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LogBundlingFailed(v) => Object::LogBundlingFailed(Box::new((**v).clone())),
-            Object::LongOption(v) => Object::LongOption(Box::new((**v).clone())),
-            Object::LongPolicy(v) => Object::LongPolicy(Box::new((**v).clone())),
-            Object::MacAddress(v) => Object::MacAddress(Box::new((**v).clone())),
-            Object::MacRange(v) => Object::MacRange(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MaintenanceModeFileMove(v) => Object::MaintenanceModeFileMove(Box::new((**v).clone())),
-            Object::ManagedByInfo(v) => Object::ManagedByInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ManagedEntityEventArgument(v) => Object::ManagedEntityEventArgument(Box::new((**v).clone())),
-            Object::ManagedEntityStatus(v) => Object::ManagedEntityStatus(Box::new((**v).clone())),
-            Object::ManagedObjectNotFound(v) => Object::ManagedObjectNotFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MemoryFileFormatNotSupportedByDatastore(v) => Object::MemoryFileFormatNotSupportedByDatastore(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MemoryHotPlugNotSupported(v) => Object::MemoryHotPlugNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MemorySizeNotRecommended(v) => Object::MemorySizeNotRecommended(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MemorySizeNotSupported(v) => Object::MemorySizeNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MemorySizeNotSupportedByDatastore(v) => Object::MemorySizeNotSupportedByDatastore(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MemorySnapshotOnIndependentDisk(v) => Object::MemorySnapshotOnIndependentDisk(Box::new((**v).clone())),
-            Object::MethodAction(v) => Object::MethodAction(Box::new((**v).clone())),
-            Object::MethodActionArgument(v) => Object::MethodActionArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MethodAlreadyDisabledFault(v) => Object::MethodAlreadyDisabledFault(Box::new((**v).clone())),
-            Object::MethodDescription(v) => Object::MethodDescription(Box::new((**v).clone())),
-            Object::MethodDisabled(v) => Object::MethodDisabled(Box::new((**v).clone())),
-            Object::MethodFault(v) => Object::MethodFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MethodNotFound(v) => Object::MethodNotFound(Box::new((**v).clone())),
-            Object::MetricAlarmExpression(v) => Object::MetricAlarmExpression(Box::new((**v).clone())),
-            Object::MetricAlarmOperator(v) => Object::MetricAlarmOperator(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MigrationDisabled(v) => Object::MigrationDisabled(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::MigrationErrorEvent(v) => Object::MigrationErrorEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::MigrationEvent(v) => Object::MigrationEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MigrationFault(v) => Object::MigrationFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MigrationFeatureNotSupported(v) => Object::MigrationFeatureNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::MigrationHostErrorEvent(v) => Object::MigrationHostErrorEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::MigrationHostWarningEvent(v) => Object::MigrationHostWarningEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MigrationNotReady(v) => Object::MigrationNotReady(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::MigrationResourceErrorEvent(v) => Object::MigrationResourceErrorEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::MigrationResourceWarningEvent(v) => Object::MigrationResourceWarningEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::MigrationWarningEvent(v) => Object::MigrationWarningEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MismatchedBundle(v) => Object::MismatchedBundle(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MismatchedNetworkPolicies(v) => Object::MismatchedNetworkPolicies(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MismatchedVMotionNetworkNames(v) => Object::MismatchedVMotionNetworkNames(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MissingBmcSupport(v) => Object::MissingBmcSupport(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MissingController(v) => Object::MissingController(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MissingIpPool(v) => Object::MissingIpPool(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MissingLinuxCustResources(v) => Object::MissingLinuxCustResources(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MissingNetworkIpConfig(v) => Object::MissingNetworkIpConfig(Box::new((**v).clone())),
-            Object::MissingObject(v) => Object::MissingObject(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MissingPowerOffConfiguration(v) => Object::MissingPowerOffConfiguration(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MissingPowerOnConfiguration(v) => Object::MissingPowerOnConfiguration(Box::new((**v).clone())),
-            Object::MissingProperty(v) => Object::MissingProperty(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MissingWindowsCustResources(v) => Object::MissingWindowsCustResources(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MksConnectionLimitReached(v) => Object::MksConnectionLimitReached(Box::new((**v).clone())),
-            Object::ModeInfo(v) => Object::ModeInfo(Box::new((**v).clone())),
-            Object::MonthlyByDayTaskScheduler(v) => Object::MonthlyByDayTaskScheduler(Box::new((**v).clone())),
-            Object::MonthlyByWeekdayTaskScheduler(v) => Object::MonthlyByWeekdayTaskScheduler(Box::new((**v).clone())),
-            Object::MonthlyTaskScheduler(v) => Object::MonthlyTaskScheduler(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MountError(v) => Object::MountError(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::MtuMatchEvent(v) => Object::MtuMatchEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::MtuMismatchEvent(v) => Object::MtuMismatchEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MultiWriterNotSupported(v) => Object::MultiWriterNotSupported(Box::new((**v).clone())),
-            Object::MultipathState(v) => Object::MultipathState(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MultipleCertificatesVerifyFault(v) => Object::MultipleCertificatesVerifyFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MultipleCertificatesVerifyFaultThumbprintData(v) => Object::MultipleCertificatesVerifyFaultThumbprintData(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MultipleSnapshotsNotSupported(v) => Object::MultipleSnapshotsNotSupported(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::LocalizationManagerMessageCatalog(_) => "LocalizationManagerMessageCatalog",
+            #[cfg(feature = "admin")] Object::LocalizationManagerMessageCatalog(_) => "LocalizationManagerMessageCatalog",
             Object::LocalizedMethodFault(_) => "LocalizedMethodFault",
             #[cfg(feature = "all-events")] Object::LockerMisconfiguredEvent(_) => "LockerMisconfiguredEvent",
             #[cfg(feature = "all-events")] Object::LockerReconfiguredEvent(_) => "LockerReconfiguredEvent",
@@ -701,9 +628,9 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::MissingWindowsCustResources(_) => "MissingWindowsCustResources",
             #[cfg(feature = "all-faults")] Object::MksConnectionLimitReached(_) => "MksConnectionLimitReached",
             Object::ModeInfo(_) => "ModeInfo",
-            Object::MonthlyByDayTaskScheduler(_) => "MonthlyByDayTaskScheduler",
-            Object::MonthlyByWeekdayTaskScheduler(_) => "MonthlyByWeekdayTaskScheduler",
-            Object::MonthlyTaskScheduler(_) => "MonthlyTaskScheduler",
+            #[cfg(feature = "admin")] Object::MonthlyByDayTaskScheduler(_) => "MonthlyByDayTaskScheduler",
+            #[cfg(feature = "admin")] Object::MonthlyByWeekdayTaskScheduler(_) => "MonthlyByWeekdayTaskScheduler",
+            #[cfg(feature = "admin")] Object::MonthlyTaskScheduler(_) => "MonthlyTaskScheduler",
             #[cfg(feature = "all-faults")] Object::MountError(_) => "MountError",
             #[cfg(feature = "all-events")] Object::MtuMatchEvent(_) => "MtuMatchEvent",
             #[cfg(feature = "all-events")] Object::MtuMismatchEvent(_) => "MtuMismatchEvent",
@@ -722,7 +649,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -731,7 +658,7 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::LocalizationManagerMessageCatalog(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::LocalizationManagerMessageCatalog(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LocalizedMethodFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::LockerMisconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::LockerReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -786,9 +713,9 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::MissingWindowsCustResources(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::MksConnectionLimitReached(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ModeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MonthlyByDayTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MonthlyByWeekdayTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MonthlyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::MonthlyByDayTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::MonthlyByWeekdayTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::MonthlyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::MountError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::MtuMatchEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::MtuMismatchEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -802,7 +729,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectType for LocalizationManagerMessageCatalog {
+#[cfg(feature = "admin")] impl x::ObjectType for LocalizationManagerMessageCatalog {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1682,7 +1609,7 @@ impl x::ObjectType for ModeInfo {
     }
 }
 
-impl x::ObjectType for MonthlyByDayTaskScheduler {
+#[cfg(feature = "admin")] impl x::ObjectType for MonthlyByDayTaskScheduler {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1698,7 +1625,7 @@ impl x::ObjectType for MonthlyByDayTaskScheduler {
     }
 }
 
-impl x::ObjectType for MonthlyByWeekdayTaskScheduler {
+#[cfg(feature = "admin")] impl x::ObjectType for MonthlyByWeekdayTaskScheduler {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1714,7 +1641,7 @@ impl x::ObjectType for MonthlyByWeekdayTaskScheduler {
     }
 }
 
-impl x::ObjectType for MonthlyTaskScheduler {
+#[cfg(feature = "admin")] impl x::ObjectType for MonthlyTaskScheduler {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

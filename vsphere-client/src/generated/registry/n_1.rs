@@ -502,89 +502,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-events")] Object::NASDatastoreCreatedEvent(v) => Object::NASDatastoreCreatedEvent(Box::new((**v).clone())),
-            Object::NamePasswordAuthentication(v) => Object::NamePasswordAuthentication(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NamespaceFull(v) => Object::NamespaceFull(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NamespaceLimitReached(v) => Object::NamespaceLimitReached(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NamespaceWriteProtected(v) => Object::NamespaceWriteProtected(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NasConfigFault(v) => Object::NasConfigFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NasConnectionLimitReached(v) => Object::NasConnectionLimitReached(Box::new((**v).clone())),
-            Object::NasDatastoreInfo(v) => Object::NasDatastoreInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NasSessionCredentialConflict(v) => Object::NasSessionCredentialConflict(Box::new((**v).clone())),
-            Object::NasStorageProfile(v) => Object::NasStorageProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NasVolumeNotMounted(v) => Object::NasVolumeNotMounted(Box::new((**v).clone())),
-            Object::NegatableExpression(v) => Object::NegatableExpression(Box::new((**v).clone())),
-            Object::NetBIOSConfigInfo(v) => Object::NetBIOSConfigInfo(Box::new((**v).clone())),
-            Object::NetBIOSConfigInfoMode(v) => Object::NetBIOSConfigInfoMode(Box::new((**v).clone())),
-            Object::NetDhcpConfigInfo(v) => Object::NetDhcpConfigInfo(Box::new((**v).clone())),
-            Object::NetDhcpConfigInfoDhcpOptions(v) => Object::NetDhcpConfigInfoDhcpOptions(Box::new((**v).clone())),
-            Object::NetDhcpConfigSpec(v) => Object::NetDhcpConfigSpec(Box::new((**v).clone())),
-            Object::NetDhcpConfigSpecDhcpOptionsSpec(v) => Object::NetDhcpConfigSpecDhcpOptionsSpec(Box::new((**v).clone())),
-            Object::NetDnsConfigInfo(v) => Object::NetDnsConfigInfo(Box::new((**v).clone())),
-            Object::NetDnsConfigSpec(v) => Object::NetDnsConfigSpec(Box::new((**v).clone())),
-            Object::NetIpConfigInfo(v) => Object::NetIpConfigInfo(Box::new((**v).clone())),
-            Object::NetIpConfigInfoIpAddress(v) => Object::NetIpConfigInfoIpAddress(Box::new((**v).clone())),
-            Object::NetIpConfigInfoIpAddressOrigin(v) => Object::NetIpConfigInfoIpAddressOrigin(Box::new((**v).clone())),
-            Object::NetIpConfigInfoIpAddressStatus(v) => Object::NetIpConfigInfoIpAddressStatus(Box::new((**v).clone())),
-            Object::NetIpConfigSpec(v) => Object::NetIpConfigSpec(Box::new((**v).clone())),
-            Object::NetIpConfigSpecIpAddressSpec(v) => Object::NetIpConfigSpecIpAddressSpec(Box::new((**v).clone())),
-            Object::NetIpRouteConfigInfo(v) => Object::NetIpRouteConfigInfo(Box::new((**v).clone())),
-            Object::NetIpRouteConfigInfoGateway(v) => Object::NetIpRouteConfigInfoGateway(Box::new((**v).clone())),
-            Object::NetIpRouteConfigInfoIpRoute(v) => Object::NetIpRouteConfigInfoIpRoute(Box::new((**v).clone())),
-            Object::NetIpRouteConfigSpec(v) => Object::NetIpRouteConfigSpec(Box::new((**v).clone())),
-            Object::NetIpRouteConfigSpecGatewaySpec(v) => Object::NetIpRouteConfigSpecGatewaySpec(Box::new((**v).clone())),
-            Object::NetIpRouteConfigSpecIpRouteSpec(v) => Object::NetIpRouteConfigSpecIpRouteSpec(Box::new((**v).clone())),
-            Object::NetIpStackInfo(v) => Object::NetIpStackInfo(Box::new((**v).clone())),
-            Object::NetIpStackInfoDefaultRouter(v) => Object::NetIpStackInfoDefaultRouter(Box::new((**v).clone())),
-            Object::NetIpStackInfoEntryType(v) => Object::NetIpStackInfoEntryType(Box::new((**v).clone())),
-            Object::NetIpStackInfoNetToMedia(v) => Object::NetIpStackInfoNetToMedia(Box::new((**v).clone())),
-            Object::NetIpStackInfoPreference(v) => Object::NetIpStackInfoPreference(Box::new((**v).clone())),
-            Object::NetStackInstanceProfile(v) => Object::NetStackInstanceProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NetworkCopyFault(v) => Object::NetworkCopyFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NetworkDisruptedAndConfigRolledBack(v) => Object::NetworkDisruptedAndConfigRolledBack(Box::new((**v).clone())),
-            Object::NetworkEventArgument(v) => Object::NetworkEventArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NetworkInaccessible(v) => Object::NetworkInaccessible(Box::new((**v).clone())),
-            Object::NetworkPolicyProfile(v) => Object::NetworkPolicyProfile(Box::new((**v).clone())),
-            Object::NetworkProfile(v) => Object::NetworkProfile(Box::new((**v).clone())),
-            Object::NetworkProfileDnsConfigProfile(v) => Object::NetworkProfileDnsConfigProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::NetworkRollbackEvent(v) => Object::NetworkRollbackEvent(Box::new((**v).clone())),
-            Object::NetworkSummary(v) => Object::NetworkSummary(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NetworksMayNotBeTheSame(v) => Object::NetworksMayNotBeTheSame(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NicSettingMismatch(v) => Object::NicSettingMismatch(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::NoAccessUserEvent(v) => Object::NoAccessUserEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoActiveHostInCluster(v) => Object::NoActiveHostInCluster(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoAvailableIp(v) => Object::NoAvailableIp(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoClientCertificate(v) => Object::NoClientCertificate(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoCompatibleDatastore(v) => Object::NoCompatibleDatastore(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoCompatibleHardAffinityHost(v) => Object::NoCompatibleHardAffinityHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoCompatibleHost(v) => Object::NoCompatibleHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoCompatibleHostWithAccessToDevice(v) => Object::NoCompatibleHostWithAccessToDevice(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoCompatibleSoftAffinityHost(v) => Object::NoCompatibleSoftAffinityHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoConnectedDatastore(v) => Object::NoConnectedDatastore(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::NoDatastoresConfiguredEvent(v) => Object::NoDatastoresConfiguredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoDiskFound(v) => Object::NoDiskFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoDiskSpace(v) => Object::NoDiskSpace(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoDisksToCustomize(v) => Object::NoDisksToCustomize(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoGateway(v) => Object::NoGateway(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoGuestHeartbeat(v) => Object::NoGuestHeartbeat(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoHost(v) => Object::NoHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoHostSuitableForFtSecondary(v) => Object::NoHostSuitableForFtSecondary(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::NoLicenseEvent(v) => Object::NoLicenseEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoLicenseServerConfigured(v) => Object::NoLicenseServerConfigured(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::NoMaintenanceModeDrsRecommendationForVM(v) => Object::NoMaintenanceModeDrsRecommendationForVM(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoPeerHostFound(v) => Object::NoPeerHostFound(Box::new((**v).clone())),
-            Object::NoPermission(v) => Object::NoPermission(Box::new((**v).clone())),
-            Object::NoPermissionEntityPrivileges(v) => Object::NoPermissionEntityPrivileges(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoPermissionOnAD(v) => Object::NoPermissionOnAD(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoPermissionOnHost(v) => Object::NoPermissionOnHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoPermissionOnNasVolume(v) => Object::NoPermissionOnNasVolume(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -674,7 +591,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

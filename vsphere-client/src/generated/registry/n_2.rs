@@ -236,8 +236,8 @@ pub enum Object {
     #[cfg(feature = "all-faults")] NoVcManagedIpConfigured(Box<NoVcManagedIpConfigured>),
     #[cfg(feature = "all-faults")] NoVirtualNic(Box<NoVirtualNic>),
     #[cfg(feature = "all-faults")] NoVmInVApp(Box<NoVmInVApp>),
-    NodeDeploymentSpec(Box<NodeDeploymentSpec>),
-    NodeNetworkSpec(Box<NodeNetworkSpec>),
+    #[cfg(feature = "admin")] NodeDeploymentSpec(Box<NodeDeploymentSpec>),
+    #[cfg(feature = "admin")] NodeNetworkSpec(Box<NodeNetworkSpec>),
     #[cfg(feature = "all-faults")] NonADUserRequired(Box<NonADUserRequired>),
     #[cfg(feature = "all-faults")] NonHomeRDMVMotionNotSupported(Box<NonHomeRDMVMotionNotSupported>),
     #[cfg(feature = "all-faults")] NonPersistentDisksNotSupported(Box<NonPersistentDisksNotSupported>),
@@ -273,26 +273,26 @@ pub enum Object {
     NumVirtualCpusIncompatibleReason(Box<NumVirtualCpusIncompatibleReason>),
     #[cfg(feature = "all-faults")] NumVirtualCpusNotSupported(Box<NumVirtualCpusNotSupported>),
     NumericRange(Box<NumericRange>),
-    NvdimmDimmInfo(Box<NvdimmDimmInfo>),
-    NvdimmGuid(Box<NvdimmGuid>),
-    NvdimmHealthInfo(Box<NvdimmHealthInfo>),
-    NvdimmInterleaveSetInfo(Box<NvdimmInterleaveSetInfo>),
+    #[cfg(feature = "admin")] NvdimmDimmInfo(Box<NvdimmDimmInfo>),
+    #[cfg(feature = "admin")] NvdimmGuid(Box<NvdimmGuid>),
+    #[cfg(feature = "admin")] NvdimmHealthInfo(Box<NvdimmHealthInfo>),
+    #[cfg(feature = "admin")] NvdimmInterleaveSetInfo(Box<NvdimmInterleaveSetInfo>),
     NvdimmInterleaveSetState(Box<NvdimmInterleaveSetState>),
-    NvdimmNamespaceCreateSpec(Box<NvdimmNamespaceCreateSpec>),
-    NvdimmNamespaceDeleteSpec(Box<NvdimmNamespaceDeleteSpec>),
-    NvdimmNamespaceDetails(Box<NvdimmNamespaceDetails>),
+    #[cfg(feature = "admin")] NvdimmNamespaceCreateSpec(Box<NvdimmNamespaceCreateSpec>),
+    #[cfg(feature = "admin")] NvdimmNamespaceDeleteSpec(Box<NvdimmNamespaceDeleteSpec>),
+    #[cfg(feature = "admin")] NvdimmNamespaceDetails(Box<NvdimmNamespaceDetails>),
     NvdimmNamespaceDetailsHealthStatus(Box<NvdimmNamespaceDetailsHealthStatus>),
     NvdimmNamespaceDetailsState(Box<NvdimmNamespaceDetailsState>),
     NvdimmNamespaceHealthStatus(Box<NvdimmNamespaceHealthStatus>),
-    NvdimmNamespaceInfo(Box<NvdimmNamespaceInfo>),
+    #[cfg(feature = "admin")] NvdimmNamespaceInfo(Box<NvdimmNamespaceInfo>),
     NvdimmNamespaceState(Box<NvdimmNamespaceState>),
     NvdimmNamespaceType(Box<NvdimmNamespaceType>),
     NvdimmNvdimmHealthInfoState(Box<NvdimmNvdimmHealthInfoState>),
-    NvdimmPMemNamespaceCreateSpec(Box<NvdimmPMemNamespaceCreateSpec>),
+    #[cfg(feature = "admin")] NvdimmPMemNamespaceCreateSpec(Box<NvdimmPMemNamespaceCreateSpec>),
     NvdimmRangeType(Box<NvdimmRangeType>),
-    NvdimmRegionInfo(Box<NvdimmRegionInfo>),
-    NvdimmSummary(Box<NvdimmSummary>),
-    NvdimmSystemInfo(Box<NvdimmSystemInfo>),
+    #[cfg(feature = "admin")] NvdimmRegionInfo(Box<NvdimmRegionInfo>),
+    #[cfg(feature = "admin")] NvdimmSummary(Box<NvdimmSummary>),
+    #[cfg(feature = "admin")] NvdimmSystemInfo(Box<NvdimmSystemInfo>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -311,8 +311,8 @@ fn decode(
         #[cfg(feature = "all-faults")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoVcManagedIpConfigured(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoVirtualNic(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NoVmInVApp(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NodeDeploymentSpec(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NodeNetworkSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NodeDeploymentSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NodeNetworkSpec(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NonADUserRequired(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NonHomeRDMVMotionNotSupported(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NonPersistentDisksNotSupported(v), Err(e) => return Some(Err(e)) },
@@ -348,26 +348,26 @@ fn decode(
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NumVirtualCpusIncompatibleReason(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NumVirtualCpusNotSupported(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NumericRange(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmDimmInfo(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmGuid(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmHealthInfo(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmInterleaveSetInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmDimmInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmGuid(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmHealthInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmInterleaveSetInfo(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmInterleaveSetState(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmNamespaceCreateSpec(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmNamespaceDeleteSpec(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmNamespaceDetails(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmNamespaceCreateSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmNamespaceDeleteSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmNamespaceDetails(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmNamespaceDetailsHealthStatus(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmNamespaceDetailsState(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmNamespaceHealthStatus(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmNamespaceInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmNamespaceInfo(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmNamespaceState(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmNamespaceType(v), Err(e) => return Some(Err(e)) },
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmNvdimmHealthInfoState(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmPMemNamespaceCreateSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmPMemNamespaceCreateSpec(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmRangeType(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmRegionInfo(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmSummary(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmSystemInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmRegionInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmSummary(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::NvdimmSystemInfo(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -380,8 +380,8 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-faults")] Object::NoVcManagedIpConfigured(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::NoVirtualNic(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::NoVmInVApp(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NodeDeploymentSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NodeNetworkSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::NodeDeploymentSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::NodeNetworkSpec(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::NonADUserRequired(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::NonHomeRDMVMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::NonPersistentDisksNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
@@ -417,26 +417,26 @@ impl std::fmt::Debug for Object {
             Object::NumVirtualCpusIncompatibleReason(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::NumVirtualCpusNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NumericRange(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NvdimmDimmInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NvdimmGuid(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NvdimmHealthInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NvdimmInterleaveSetInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::NvdimmDimmInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::NvdimmGuid(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::NvdimmHealthInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::NvdimmInterleaveSetInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NvdimmInterleaveSetState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NvdimmNamespaceCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NvdimmNamespaceDeleteSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NvdimmNamespaceDetails(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::NvdimmNamespaceCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::NvdimmNamespaceDeleteSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::NvdimmNamespaceDetails(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NvdimmNamespaceDetailsHealthStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NvdimmNamespaceDetailsState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NvdimmNamespaceHealthStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NvdimmNamespaceInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::NvdimmNamespaceInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NvdimmNamespaceState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NvdimmNamespaceType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NvdimmNvdimmHealthInfoState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NvdimmPMemNamespaceCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::NvdimmPMemNamespaceCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::NvdimmRangeType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NvdimmRegionInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NvdimmSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::NvdimmSystemInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::NvdimmRegionInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::NvdimmSummary(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::NvdimmSystemInfo(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -447,74 +447,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-faults")] Object::NoSubjectName(v) => Object::NoSubjectName(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoVcManagedIpConfigured(v) => Object::NoVcManagedIpConfigured(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoVirtualNic(v) => Object::NoVirtualNic(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoVmInVApp(v) => Object::NoVmInVApp(Box::new((**v).clone())),
-            Object::NodeDeploymentSpec(v) => Object::NodeDeploymentSpec(Box::new((**v).clone())),
-            Object::NodeNetworkSpec(v) => Object::NodeNetworkSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NonADUserRequired(v) => Object::NonADUserRequired(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NonHomeRDMVMotionNotSupported(v) => Object::NonHomeRDMVMotionNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NonPersistentDisksNotSupported(v) => Object::NonPersistentDisksNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::NonVIWorkloadDetectedOnDatastoreEvent(v) => Object::NonVIWorkloadDetectedOnDatastoreEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NonVmwareOuiMacNotSupportedHost(v) => Object::NonVmwareOuiMacNotSupportedHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotADirectory(v) => Object::NotADirectory(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotAFile(v) => Object::NotAFile(Box::new((**v).clone())),
-            Object::NotAuthenticated(v) => Object::NotAuthenticated(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotEnoughCpus(v) => Object::NotEnoughCpus(Box::new((**v).clone())),
-            Object::NotEnoughLicenses(v) => Object::NotEnoughLicenses(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotEnoughLogicalCpus(v) => Object::NotEnoughLogicalCpus(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::NotEnoughResourcesToStartVmEvent(v) => Object::NotEnoughResourcesToStartVmEvent(Box::new((**v).clone())),
-            Object::NotFound(v) => Object::NotFound(Box::new((**v).clone())),
-            Object::NotImplemented(v) => Object::NotImplemented(Box::new((**v).clone())),
-            Object::NotSupported(v) => Object::NotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedDeviceForFT(v) => Object::NotSupportedDeviceForFT(Box::new((**v).clone())),
-            Object::NotSupportedDeviceForFTDeviceType(v) => Object::NotSupportedDeviceForFTDeviceType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedHost(v) => Object::NotSupportedHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedHostForChecksum(v) => Object::NotSupportedHostForChecksum(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVFlash(v) => Object::NotSupportedHostForVFlash(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVmcp(v) => Object::NotSupportedHostForVmcp(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVmemFile(v) => Object::NotSupportedHostForVmemFile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVsan(v) => Object::NotSupportedHostForVsan(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedHostInCluster(v) => Object::NotSupportedHostInCluster(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedHostInDvs(v) => Object::NotSupportedHostInDvs(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedHostInHACluster(v) => Object::NotSupportedHostInHACluster(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotUserConfigurableProperty(v) => Object::NotUserConfigurableProperty(Box::new((**v).clone())),
-            Object::NsxHostVNicProfile(v) => Object::NsxHostVNicProfile(Box::new((**v).clone())),
-            Object::NumPortsProfile(v) => Object::NumPortsProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NumVirtualCoresPerSocketNotSupported(v) => Object::NumVirtualCoresPerSocketNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NumVirtualCpusExceedsLimit(v) => Object::NumVirtualCpusExceedsLimit(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NumVirtualCpusIncompatible(v) => Object::NumVirtualCpusIncompatible(Box::new((**v).clone())),
-            Object::NumVirtualCpusIncompatibleReason(v) => Object::NumVirtualCpusIncompatibleReason(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NumVirtualCpusNotSupported(v) => Object::NumVirtualCpusNotSupported(Box::new((**v).clone())),
-            Object::NumericRange(v) => Object::NumericRange(Box::new((**v).clone())),
-            Object::NvdimmDimmInfo(v) => Object::NvdimmDimmInfo(Box::new((**v).clone())),
-            Object::NvdimmGuid(v) => Object::NvdimmGuid(Box::new((**v).clone())),
-            Object::NvdimmHealthInfo(v) => Object::NvdimmHealthInfo(Box::new((**v).clone())),
-            Object::NvdimmInterleaveSetInfo(v) => Object::NvdimmInterleaveSetInfo(Box::new((**v).clone())),
-            Object::NvdimmInterleaveSetState(v) => Object::NvdimmInterleaveSetState(Box::new((**v).clone())),
-            Object::NvdimmNamespaceCreateSpec(v) => Object::NvdimmNamespaceCreateSpec(Box::new((**v).clone())),
-            Object::NvdimmNamespaceDeleteSpec(v) => Object::NvdimmNamespaceDeleteSpec(Box::new((**v).clone())),
-            Object::NvdimmNamespaceDetails(v) => Object::NvdimmNamespaceDetails(Box::new((**v).clone())),
-            Object::NvdimmNamespaceDetailsHealthStatus(v) => Object::NvdimmNamespaceDetailsHealthStatus(Box::new((**v).clone())),
-            Object::NvdimmNamespaceDetailsState(v) => Object::NvdimmNamespaceDetailsState(Box::new((**v).clone())),
-            Object::NvdimmNamespaceHealthStatus(v) => Object::NvdimmNamespaceHealthStatus(Box::new((**v).clone())),
-            Object::NvdimmNamespaceInfo(v) => Object::NvdimmNamespaceInfo(Box::new((**v).clone())),
-            Object::NvdimmNamespaceState(v) => Object::NvdimmNamespaceState(Box::new((**v).clone())),
-            Object::NvdimmNamespaceType(v) => Object::NvdimmNamespaceType(Box::new((**v).clone())),
-            Object::NvdimmNvdimmHealthInfoState(v) => Object::NvdimmNvdimmHealthInfoState(Box::new((**v).clone())),
-            Object::NvdimmPMemNamespaceCreateSpec(v) => Object::NvdimmPMemNamespaceCreateSpec(Box::new((**v).clone())),
-            Object::NvdimmRangeType(v) => Object::NvdimmRangeType(Box::new((**v).clone())),
-            Object::NvdimmRegionInfo(v) => Object::NvdimmRegionInfo(Box::new((**v).clone())),
-            Object::NvdimmSummary(v) => Object::NvdimmSummary(Box::new((**v).clone())),
-            Object::NvdimmSystemInfo(v) => Object::NvdimmSystemInfo(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -522,8 +454,8 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::NoVcManagedIpConfigured(_) => "NoVcManagedIpConfigured",
             #[cfg(feature = "all-faults")] Object::NoVirtualNic(_) => "NoVirtualNic",
             #[cfg(feature = "all-faults")] Object::NoVmInVApp(_) => "NoVmInVApp",
-            Object::NodeDeploymentSpec(_) => "NodeDeploymentSpec",
-            Object::NodeNetworkSpec(_) => "NodeNetworkSpec",
+            #[cfg(feature = "admin")] Object::NodeDeploymentSpec(_) => "NodeDeploymentSpec",
+            #[cfg(feature = "admin")] Object::NodeNetworkSpec(_) => "NodeNetworkSpec",
             #[cfg(feature = "all-faults")] Object::NonADUserRequired(_) => "NonADUserRequired",
             #[cfg(feature = "all-faults")] Object::NonHomeRDMVMotionNotSupported(_) => "NonHomeRDMVMotionNotSupported",
             #[cfg(feature = "all-faults")] Object::NonPersistentDisksNotSupported(_) => "NonPersistentDisksNotSupported",
@@ -559,26 +491,26 @@ impl x::DataObject for Object {
             Object::NumVirtualCpusIncompatibleReason(_) => "NumVirtualCpusIncompatibleReason",
             #[cfg(feature = "all-faults")] Object::NumVirtualCpusNotSupported(_) => "NumVirtualCpusNotSupported",
             Object::NumericRange(_) => "NumericRange",
-            Object::NvdimmDimmInfo(_) => "NvdimmDimmInfo",
-            Object::NvdimmGuid(_) => "NvdimmGuid",
-            Object::NvdimmHealthInfo(_) => "NvdimmHealthInfo",
-            Object::NvdimmInterleaveSetInfo(_) => "NvdimmInterleaveSetInfo",
+            #[cfg(feature = "admin")] Object::NvdimmDimmInfo(_) => "NvdimmDimmInfo",
+            #[cfg(feature = "admin")] Object::NvdimmGuid(_) => "NvdimmGuid",
+            #[cfg(feature = "admin")] Object::NvdimmHealthInfo(_) => "NvdimmHealthInfo",
+            #[cfg(feature = "admin")] Object::NvdimmInterleaveSetInfo(_) => "NvdimmInterleaveSetInfo",
             Object::NvdimmInterleaveSetState(_) => "NvdimmInterleaveSetState",
-            Object::NvdimmNamespaceCreateSpec(_) => "NvdimmNamespaceCreateSpec",
-            Object::NvdimmNamespaceDeleteSpec(_) => "NvdimmNamespaceDeleteSpec",
-            Object::NvdimmNamespaceDetails(_) => "NvdimmNamespaceDetails",
+            #[cfg(feature = "admin")] Object::NvdimmNamespaceCreateSpec(_) => "NvdimmNamespaceCreateSpec",
+            #[cfg(feature = "admin")] Object::NvdimmNamespaceDeleteSpec(_) => "NvdimmNamespaceDeleteSpec",
+            #[cfg(feature = "admin")] Object::NvdimmNamespaceDetails(_) => "NvdimmNamespaceDetails",
             Object::NvdimmNamespaceDetailsHealthStatus(_) => "NvdimmNamespaceDetailsHealthStatus",
             Object::NvdimmNamespaceDetailsState(_) => "NvdimmNamespaceDetailsState",
             Object::NvdimmNamespaceHealthStatus(_) => "NvdimmNamespaceHealthStatus",
-            Object::NvdimmNamespaceInfo(_) => "NvdimmNamespaceInfo",
+            #[cfg(feature = "admin")] Object::NvdimmNamespaceInfo(_) => "NvdimmNamespaceInfo",
             Object::NvdimmNamespaceState(_) => "NvdimmNamespaceState",
             Object::NvdimmNamespaceType(_) => "NvdimmNamespaceType",
             Object::NvdimmNvdimmHealthInfoState(_) => "NvdimmNvdimmHealthInfoState",
-            Object::NvdimmPMemNamespaceCreateSpec(_) => "NvdimmPMemNamespaceCreateSpec",
+            #[cfg(feature = "admin")] Object::NvdimmPMemNamespaceCreateSpec(_) => "NvdimmPMemNamespaceCreateSpec",
             Object::NvdimmRangeType(_) => "NvdimmRangeType",
-            Object::NvdimmRegionInfo(_) => "NvdimmRegionInfo",
-            Object::NvdimmSummary(_) => "NvdimmSummary",
-            Object::NvdimmSystemInfo(_) => "NvdimmSystemInfo",
+            #[cfg(feature = "admin")] Object::NvdimmRegionInfo(_) => "NvdimmRegionInfo",
+            #[cfg(feature = "admin")] Object::NvdimmSummary(_) => "NvdimmSummary",
+            #[cfg(feature = "admin")] Object::NvdimmSystemInfo(_) => "NvdimmSystemInfo",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -589,7 +521,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -602,8 +534,8 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::NoVcManagedIpConfigured(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::NoVirtualNic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::NoVmInVApp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NodeDeploymentSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NodeNetworkSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::NodeDeploymentSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::NodeNetworkSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::NonADUserRequired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::NonHomeRDMVMotionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::NonPersistentDisksNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -639,26 +571,26 @@ impl x::DataObject for Object {
             Object::NumVirtualCpusIncompatibleReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::NumVirtualCpusNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NumericRange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NvdimmDimmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NvdimmGuid(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NvdimmHealthInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NvdimmInterleaveSetInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::NvdimmDimmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::NvdimmGuid(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::NvdimmHealthInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::NvdimmInterleaveSetInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NvdimmInterleaveSetState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NvdimmNamespaceCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NvdimmNamespaceDeleteSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NvdimmNamespaceDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::NvdimmNamespaceCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::NvdimmNamespaceDeleteSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::NvdimmNamespaceDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NvdimmNamespaceDetailsHealthStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NvdimmNamespaceDetailsState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NvdimmNamespaceHealthStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NvdimmNamespaceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::NvdimmNamespaceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NvdimmNamespaceState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NvdimmNamespaceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NvdimmNvdimmHealthInfoState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NvdimmPMemNamespaceCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::NvdimmPMemNamespaceCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::NvdimmRangeType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NvdimmRegionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NvdimmSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::NvdimmSystemInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::NvdimmRegionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::NvdimmSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::NvdimmSystemInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
@@ -728,7 +660,7 @@ impl x::DataObject for Object {
     }
 }
 
-impl x::ObjectType for NodeDeploymentSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for NodeDeploymentSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -744,7 +676,7 @@ impl x::ObjectType for NodeDeploymentSpec {
     }
 }
 
-impl x::ObjectType for NodeNetworkSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for NodeNetworkSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1320,7 +1252,7 @@ impl x::ObjectType for NumericRange {
     }
 }
 
-impl x::ObjectType for NvdimmDimmInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for NvdimmDimmInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1336,7 +1268,7 @@ impl x::ObjectType for NvdimmDimmInfo {
     }
 }
 
-impl x::ObjectType for NvdimmGuid {
+#[cfg(feature = "admin")] impl x::ObjectType for NvdimmGuid {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1352,7 +1284,7 @@ impl x::ObjectType for NvdimmGuid {
     }
 }
 
-impl x::ObjectType for NvdimmHealthInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for NvdimmHealthInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1368,7 +1300,7 @@ impl x::ObjectType for NvdimmHealthInfo {
     }
 }
 
-impl x::ObjectType for NvdimmInterleaveSetInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for NvdimmInterleaveSetInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1400,7 +1332,7 @@ impl x::ObjectType for NvdimmInterleaveSetState {
     }
 }
 
-impl x::ObjectType for NvdimmNamespaceCreateSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for NvdimmNamespaceCreateSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1416,7 +1348,7 @@ impl x::ObjectType for NvdimmNamespaceCreateSpec {
     }
 }
 
-impl x::ObjectType for NvdimmNamespaceDeleteSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for NvdimmNamespaceDeleteSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1432,7 +1364,7 @@ impl x::ObjectType for NvdimmNamespaceDeleteSpec {
     }
 }
 
-impl x::ObjectType for NvdimmNamespaceDetails {
+#[cfg(feature = "admin")] impl x::ObjectType for NvdimmNamespaceDetails {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1496,7 +1428,7 @@ impl x::ObjectType for NvdimmNamespaceHealthStatus {
     }
 }
 
-impl x::ObjectType for NvdimmNamespaceInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for NvdimmNamespaceInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1560,7 +1492,7 @@ impl x::ObjectType for NvdimmNvdimmHealthInfoState {
     }
 }
 
-impl x::ObjectType for NvdimmPMemNamespaceCreateSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for NvdimmPMemNamespaceCreateSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1592,7 +1524,7 @@ impl x::ObjectType for NvdimmRangeType {
     }
 }
 
-impl x::ObjectType for NvdimmRegionInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for NvdimmRegionInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1608,7 +1540,7 @@ impl x::ObjectType for NvdimmRegionInfo {
     }
 }
 
-impl x::ObjectType for NvdimmSummary {
+#[cfg(feature = "admin")] impl x::ObjectType for NvdimmSummary {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1624,7 +1556,7 @@ impl x::ObjectType for NvdimmSummary {
     }
 }
 
-impl x::ObjectType for NvdimmSystemInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for NvdimmSystemInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

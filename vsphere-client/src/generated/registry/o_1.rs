@@ -248,7 +248,7 @@ pub enum Object {
     ObjectSpec(Box<ObjectSpec>),
     ObjectUpdate(Box<ObjectUpdate>),
     ObjectUpdateKind(Box<ObjectUpdateKind>),
-    OnceTaskScheduler(Box<OnceTaskScheduler>),
+    #[cfg(feature = "admin")] OnceTaskScheduler(Box<OnceTaskScheduler>),
     OpaqueNetworkCapability(Box<OpaqueNetworkCapability>),
     OpaqueNetworkSummary(Box<OpaqueNetworkSummary>),
     OpaqueNetworkTargetInfo(Box<OpaqueNetworkTargetInfo>),
@@ -338,7 +338,7 @@ fn decode(
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ObjectSpec(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ObjectUpdate(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ObjectUpdateKind(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OnceTaskScheduler(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OnceTaskScheduler(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OpaqueNetworkCapability(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OpaqueNetworkSummary(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OpaqueNetworkTargetInfo(v), Err(e) => return Some(Err(e)) },
@@ -422,7 +422,7 @@ impl std::fmt::Debug for Object {
             Object::ObjectSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ObjectUpdate(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ObjectUpdateKind(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OnceTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::OnceTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OpaqueNetworkCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OpaqueNetworkSummary(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OpaqueNetworkTargetInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -504,89 +504,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ObjectContent(v) => Object::ObjectContent(Box::new((**v).clone())),
-            Object::ObjectSpec(v) => Object::ObjectSpec(Box::new((**v).clone())),
-            Object::ObjectUpdate(v) => Object::ObjectUpdate(Box::new((**v).clone())),
-            Object::ObjectUpdateKind(v) => Object::ObjectUpdateKind(Box::new((**v).clone())),
-            Object::OnceTaskScheduler(v) => Object::OnceTaskScheduler(Box::new((**v).clone())),
-            Object::OpaqueNetworkCapability(v) => Object::OpaqueNetworkCapability(Box::new((**v).clone())),
-            Object::OpaqueNetworkSummary(v) => Object::OpaqueNetworkSummary(Box::new((**v).clone())),
-            Object::OpaqueNetworkTargetInfo(v) => Object::OpaqueNetworkTargetInfo(Box::new((**v).clone())),
-            Object::OpaqueSwitchProfile(v) => Object::OpaqueSwitchProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OperationDisabledByGuest(v) => Object::OperationDisabledByGuest(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OperationDisallowedOnHost(v) => Object::OperationDisallowedOnHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OperationNotSupportedByGuest(v) => Object::OperationNotSupportedByGuest(Box::new((**v).clone())),
-            Object::OptionDef(v) => Object::OptionDef(Box::new((**v).clone())),
-            Object::OptionProfile(v) => Object::OptionProfile(Box::new((**v).clone())),
-            Object::OptionType(v) => Object::OptionType(Box::new((**v).clone())),
-            Object::OptionValue(v) => Object::OptionValue(Box::new((**v).clone())),
-            Object::OrAlarmExpression(v) => Object::OrAlarmExpression(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OutOfBounds(v) => Object::OutOfBounds(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::OutOfSyncDvsHost(v) => Object::OutOfSyncDvsHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfAttribute(v) => Object::OvfAttribute(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfConnectedDevice(v) => Object::OvfConnectedDevice(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfConnectedDeviceFloppy(v) => Object::OvfConnectedDeviceFloppy(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfConnectedDeviceIso(v) => Object::OvfConnectedDeviceIso(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfConstraint(v) => Object::OvfConstraint(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfConsumerCallbackFault(v) => Object::OvfConsumerCallbackFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfConsumerCommunicationError(v) => Object::OvfConsumerCommunicationError(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfConsumerFault(v) => Object::OvfConsumerFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfConsumerInvalidSection(v) => Object::OvfConsumerInvalidSection(Box::new((**v).clone())),
-            Object::OvfConsumerOstNode(v) => Object::OvfConsumerOstNode(Box::new((**v).clone())),
-            Object::OvfConsumerOstNodeType(v) => Object::OvfConsumerOstNodeType(Box::new((**v).clone())),
-            Object::OvfConsumerOvfSection(v) => Object::OvfConsumerOvfSection(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfConsumerPowerOnFault(v) => Object::OvfConsumerPowerOnFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfConsumerUndeclaredSection(v) => Object::OvfConsumerUndeclaredSection(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfConsumerUndefinedPrefix(v) => Object::OvfConsumerUndefinedPrefix(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfConsumerValidationFault(v) => Object::OvfConsumerValidationFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfCpuCompatibility(v) => Object::OvfCpuCompatibility(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfCpuCompatibilityCheckNotSupported(v) => Object::OvfCpuCompatibilityCheckNotSupported(Box::new((**v).clone())),
-            Object::OvfCreateDescriptorParams(v) => Object::OvfCreateDescriptorParams(Box::new((**v).clone())),
-            Object::OvfCreateDescriptorResult(v) => Object::OvfCreateDescriptorResult(Box::new((**v).clone())),
-            Object::OvfCreateImportSpecParams(v) => Object::OvfCreateImportSpecParams(Box::new((**v).clone())),
-            Object::OvfCreateImportSpecParamsDiskProvisioningType(v) => Object::OvfCreateImportSpecParamsDiskProvisioningType(Box::new((**v).clone())),
-            Object::OvfCreateImportSpecResult(v) => Object::OvfCreateImportSpecResult(Box::new((**v).clone())),
-            Object::OvfDatastoreMapping(v) => Object::OvfDatastoreMapping(Box::new((**v).clone())),
-            Object::OvfDeploymentOption(v) => Object::OvfDeploymentOption(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfDiskMappingNotFound(v) => Object::OvfDiskMappingNotFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfDiskOrderConstraint(v) => Object::OvfDiskOrderConstraint(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfDuplicateElement(v) => Object::OvfDuplicateElement(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfDuplicatedElementBoundary(v) => Object::OvfDuplicatedElementBoundary(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfDuplicatedPropertyIdExport(v) => Object::OvfDuplicatedPropertyIdExport(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfDuplicatedPropertyIdImport(v) => Object::OvfDuplicatedPropertyIdImport(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfElement(v) => Object::OvfElement(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfElementInvalidValue(v) => Object::OvfElementInvalidValue(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfExport(v) => Object::OvfExport(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfExportFailed(v) => Object::OvfExportFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfFault(v) => Object::OvfFault(Box::new((**v).clone())),
-            Object::OvfFile(v) => Object::OvfFile(Box::new((**v).clone())),
-            Object::OvfFileItem(v) => Object::OvfFileItem(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfHardwareCheck(v) => Object::OvfHardwareCheck(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfHardwareExport(v) => Object::OvfHardwareExport(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfHostResourceConstraint(v) => Object::OvfHostResourceConstraint(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfHostValueNotParsed(v) => Object::OvfHostValueNotParsed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfImport(v) => Object::OvfImport(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfImportFailed(v) => Object::OvfImportFailed(Box::new((**v).clone())),
-            Object::OvfImportParams(v) => Object::OvfImportParams(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfInternalError(v) => Object::OvfInternalError(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfInvalidPackage(v) => Object::OvfInvalidPackage(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfInvalidValue(v) => Object::OvfInvalidValue(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfInvalidValueConfiguration(v) => Object::OvfInvalidValueConfiguration(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfInvalidValueEmpty(v) => Object::OvfInvalidValueEmpty(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfInvalidValueFormatMalformed(v) => Object::OvfInvalidValueFormatMalformed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfInvalidValueReference(v) => Object::OvfInvalidValueReference(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfInvalidVmName(v) => Object::OvfInvalidVmName(Box::new((**v).clone())),
-            Object::OvfManagerCommonParams(v) => Object::OvfManagerCommonParams(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfMappedOsId(v) => Object::OvfMappedOsId(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfMissingAttribute(v) => Object::OvfMissingAttribute(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfMissingElement(v) => Object::OvfMissingElement(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -594,7 +511,7 @@ impl x::DataObject for Object {
             Object::ObjectSpec(_) => "ObjectSpec",
             Object::ObjectUpdate(_) => "ObjectUpdate",
             Object::ObjectUpdateKind(_) => "ObjectUpdateKind",
-            Object::OnceTaskScheduler(_) => "OnceTaskScheduler",
+            #[cfg(feature = "admin")] Object::OnceTaskScheduler(_) => "OnceTaskScheduler",
             Object::OpaqueNetworkCapability(_) => "OpaqueNetworkCapability",
             Object::OpaqueNetworkSummary(_) => "OpaqueNetworkSummary",
             Object::OpaqueNetworkTargetInfo(_) => "OpaqueNetworkTargetInfo",
@@ -676,7 +593,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -689,7 +606,7 @@ impl x::DataObject for Object {
             Object::ObjectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ObjectUpdate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ObjectUpdateKind(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OnceTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::OnceTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OpaqueNetworkCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OpaqueNetworkSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OpaqueNetworkTargetInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -830,7 +747,7 @@ impl x::ObjectType for ObjectUpdateKind {
     }
 }
 
-impl x::ObjectType for OnceTaskScheduler {
+#[cfg(feature = "admin")] impl x::ObjectType for OnceTaskScheduler {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

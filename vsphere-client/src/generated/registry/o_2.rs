@@ -315,59 +315,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-faults")] Object::OvfMissingElementNormalBoundary(v) => Object::OvfMissingElementNormalBoundary(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfMissingHardware(v) => Object::OvfMissingHardware(Box::new((**v).clone())),
-            Object::OvfNetworkInfo(v) => Object::OvfNetworkInfo(Box::new((**v).clone())),
-            Object::OvfNetworkMapping(v) => Object::OvfNetworkMapping(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfNetworkMappingNotSupported(v) => Object::OvfNetworkMappingNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfNoHostNic(v) => Object::OvfNoHostNic(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfNoSpaceOnController(v) => Object::OvfNoSpaceOnController(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfNoSupportedHardwareFamily(v) => Object::OvfNoSupportedHardwareFamily(Box::new((**v).clone())),
-            Object::OvfOptionInfo(v) => Object::OvfOptionInfo(Box::new((**v).clone())),
-            Object::OvfParseDescriptorParams(v) => Object::OvfParseDescriptorParams(Box::new((**v).clone())),
-            Object::OvfParseDescriptorResult(v) => Object::OvfParseDescriptorResult(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfProperty(v) => Object::OvfProperty(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfPropertyExport(v) => Object::OvfPropertyExport(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfPropertyNetwork(v) => Object::OvfPropertyNetwork(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfPropertyNetworkExport(v) => Object::OvfPropertyNetworkExport(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfPropertyQualifier(v) => Object::OvfPropertyQualifier(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfPropertyQualifierDuplicate(v) => Object::OvfPropertyQualifierDuplicate(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfPropertyQualifierIgnored(v) => Object::OvfPropertyQualifierIgnored(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfPropertyType(v) => Object::OvfPropertyType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfPropertyValue(v) => Object::OvfPropertyValue(Box::new((**v).clone())),
-            Object::OvfResourceMap(v) => Object::OvfResourceMap(Box::new((**v).clone())),
-            Object::OvfStorageProfileMapping(v) => Object::OvfStorageProfileMapping(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfSystemFault(v) => Object::OvfSystemFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfToXmlUnsupportedElement(v) => Object::OvfToXmlUnsupportedElement(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfUnableToExportDisk(v) => Object::OvfUnableToExportDisk(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfUnexpectedElement(v) => Object::OvfUnexpectedElement(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfUnknownDevice(v) => Object::OvfUnknownDevice(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfUnknownDeviceBacking(v) => Object::OvfUnknownDeviceBacking(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfUnknownEntity(v) => Object::OvfUnknownEntity(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfUnsupportedAttribute(v) => Object::OvfUnsupportedAttribute(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfUnsupportedAttributeValue(v) => Object::OvfUnsupportedAttributeValue(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDeviceBackingInfo(v) => Object::OvfUnsupportedDeviceBackingInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDeviceBackingOption(v) => Object::OvfUnsupportedDeviceBackingOption(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDeviceExport(v) => Object::OvfUnsupportedDeviceExport(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfUnsupportedDiskProvisioning(v) => Object::OvfUnsupportedDiskProvisioning(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfUnsupportedElement(v) => Object::OvfUnsupportedElement(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfUnsupportedElementValue(v) => Object::OvfUnsupportedElementValue(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfUnsupportedPackage(v) => Object::OvfUnsupportedPackage(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfUnsupportedSection(v) => Object::OvfUnsupportedSection(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfUnsupportedSubType(v) => Object::OvfUnsupportedSubType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfUnsupportedType(v) => Object::OvfUnsupportedType(Box::new((**v).clone())),
-            Object::OvfValidateHostParams(v) => Object::OvfValidateHostParams(Box::new((**v).clone())),
-            Object::OvfValidateHostResult(v) => Object::OvfValidateHostResult(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfWrongElement(v) => Object::OvfWrongElement(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfWrongNamespace(v) => Object::OvfWrongNamespace(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::OvfXmlFormat(v) => Object::OvfXmlFormat(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -427,7 +374,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

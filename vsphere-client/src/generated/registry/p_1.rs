@@ -326,8 +326,8 @@ pub enum Object {
     PMemDatastoreInfo(Box<PMemDatastoreInfo>),
     ParaVirtualSCSIController(Box<ParaVirtualSCSIController>),
     ParaVirtualSCSIControllerOption(Box<ParaVirtualSCSIControllerOption>),
-    PassiveNodeDeploymentSpec(Box<PassiveNodeDeploymentSpec>),
-    PassiveNodeNetworkSpec(Box<PassiveNodeNetworkSpec>),
+    #[cfg(feature = "admin")] PassiveNodeDeploymentSpec(Box<PassiveNodeDeploymentSpec>),
+    #[cfg(feature = "admin")] PassiveNodeNetworkSpec(Box<PassiveNodeNetworkSpec>),
     PasswordExpired(Box<PasswordExpired>),
     PasswordField(Box<PasswordField>),
     #[cfg(feature = "all-faults")] PatchAlreadyInstalled(Box<PatchAlreadyInstalled>),
@@ -359,7 +359,7 @@ pub enum Object {
     PerformanceDescription(Box<PerformanceDescription>),
     PerformanceManagerCounterLevelMapping(Box<PerformanceManagerCounterLevelMapping>),
     PerformanceManagerUnit(Box<PerformanceManagerUnit>),
-    PerformanceStatisticsDescription(Box<PerformanceStatisticsDescription>),
+    #[cfg(feature = "admin")] PerformanceStatisticsDescription(Box<PerformanceStatisticsDescription>),
     Permission(Box<Permission>),
     #[cfg(feature = "all-events")] PermissionAddedEvent(Box<PermissionAddedEvent>),
     #[cfg(feature = "all-events")] PermissionEvent(Box<PermissionEvent>),
@@ -368,19 +368,19 @@ pub enum Object {
     #[cfg(feature = "all-events")] PermissionUpdatedEvent(Box<PermissionUpdatedEvent>),
     #[cfg(feature = "all-faults")] PhysCompatRDMNotSupported(Box<PhysCompatRDMNotSupported>),
     PhysicalNic(Box<PhysicalNic>),
-    PhysicalNicCdpDeviceCapability(Box<PhysicalNicCdpDeviceCapability>),
-    PhysicalNicCdpInfo(Box<PhysicalNicCdpInfo>),
+    #[cfg(feature = "admin")] PhysicalNicCdpDeviceCapability(Box<PhysicalNicCdpDeviceCapability>),
+    #[cfg(feature = "admin")] PhysicalNicCdpInfo(Box<PhysicalNicCdpInfo>),
     PhysicalNicConfig(Box<PhysicalNicConfig>),
     PhysicalNicHint(Box<PhysicalNicHint>),
-    PhysicalNicHintInfo(Box<PhysicalNicHintInfo>),
-    PhysicalNicIpHint(Box<PhysicalNicIpHint>),
+    #[cfg(feature = "admin")] PhysicalNicHintInfo(Box<PhysicalNicHintInfo>),
+    #[cfg(feature = "admin")] PhysicalNicIpHint(Box<PhysicalNicIpHint>),
     PhysicalNicLinkInfo(Box<PhysicalNicLinkInfo>),
-    PhysicalNicNameHint(Box<PhysicalNicNameHint>),
+    #[cfg(feature = "admin")] PhysicalNicNameHint(Box<PhysicalNicNameHint>),
     PhysicalNicProfile(Box<PhysicalNicProfile>),
     PhysicalNicResourcePoolSchedulerDisallowedReason(Box<PhysicalNicResourcePoolSchedulerDisallowedReason>),
     PhysicalNicSpec(Box<PhysicalNicSpec>),
     PhysicalNicVmDirectPathGen2SupportedMode(Box<PhysicalNicVmDirectPathGen2SupportedMode>),
-    PinnedCertificate(Box<PinnedCertificate>),
+    #[cfg(feature = "admin")] PinnedCertificate(Box<PinnedCertificate>),
     PlaceVmsXClusterSpecCandidateNetworks(Box<PlaceVmsXClusterSpecCandidateNetworks>),
     PlaceVmsXClusterSpecPlacementType(Box<PlaceVmsXClusterSpecPlacementType>),
     PlacementAction(Box<PlacementAction>),
@@ -408,8 +408,8 @@ fn decode(
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PMemDatastoreInfo(v), Err(e) => return Some(Err(e)) },
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ParaVirtualSCSIController(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ParaVirtualSCSIControllerOption(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PassiveNodeDeploymentSpec(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PassiveNodeNetworkSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PassiveNodeDeploymentSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PassiveNodeNetworkSpec(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PasswordExpired(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PasswordField(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PatchAlreadyInstalled(v), Err(e) => return Some(Err(e)) },
@@ -441,7 +441,7 @@ fn decode(
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PerformanceDescription(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PerformanceManagerCounterLevelMapping(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PerformanceManagerUnit(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PerformanceStatisticsDescription(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PerformanceStatisticsDescription(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Permission(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PermissionAddedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PermissionEvent(v), Err(e) => return Some(Err(e)) },
@@ -450,19 +450,19 @@ fn decode(
         #[cfg(feature = "all-events")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PermissionUpdatedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysCompatRDMNotSupported(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNic(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicCdpDeviceCapability(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicCdpInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicCdpDeviceCapability(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicCdpInfo(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicConfig(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicHint(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicHintInfo(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicIpHint(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicHintInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicIpHint(v), Err(e) => return Some(Err(e)) },
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicLinkInfo(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicNameHint(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicNameHint(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicProfile(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicResourcePoolSchedulerDisallowedReason(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicSpec(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicVmDirectPathGen2SupportedMode(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PinnedCertificate(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PinnedCertificate(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PlaceVmsXClusterSpecCandidateNetworks(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PlaceVmsXClusterSpecPlacementType(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PlacementAction(v), Err(e) => return Some(Err(e)) },
@@ -484,8 +484,8 @@ impl std::fmt::Debug for Object {
             Object::PMemDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ParaVirtualSCSIController(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ParaVirtualSCSIControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PassiveNodeDeploymentSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PassiveNodeNetworkSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::PassiveNodeDeploymentSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::PassiveNodeNetworkSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PasswordExpired(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PasswordField(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::PatchAlreadyInstalled(v) => std::fmt::Debug::fmt(&**v, f),
@@ -517,7 +517,7 @@ impl std::fmt::Debug for Object {
             Object::PerformanceDescription(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PerformanceManagerCounterLevelMapping(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PerformanceManagerUnit(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PerformanceStatisticsDescription(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::PerformanceStatisticsDescription(v) => std::fmt::Debug::fmt(&**v, f),
             Object::Permission(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::PermissionAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::PermissionEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -526,19 +526,19 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::PermissionUpdatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::PhysCompatRDMNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PhysicalNic(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PhysicalNicCdpDeviceCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PhysicalNicCdpInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::PhysicalNicCdpDeviceCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::PhysicalNicCdpInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PhysicalNicConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PhysicalNicHint(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PhysicalNicHintInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PhysicalNicIpHint(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::PhysicalNicHintInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::PhysicalNicIpHint(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PhysicalNicLinkInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PhysicalNicNameHint(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::PhysicalNicNameHint(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PhysicalNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PhysicalNicResourcePoolSchedulerDisallowedReason(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PhysicalNicSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PhysicalNicVmDirectPathGen2SupportedMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PinnedCertificate(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::PinnedCertificate(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PlaceVmsXClusterSpecCandidateNetworks(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PlaceVmsXClusterSpecPlacementType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PlacementAction(v) => std::fmt::Debug::fmt(&**v, f),
@@ -559,89 +559,14 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::PMemDatastoreInfo(v) => Object::PMemDatastoreInfo(Box::new((**v).clone())),
-            Object::ParaVirtualSCSIController(v) => Object::ParaVirtualSCSIController(Box::new((**v).clone())),
-            Object::ParaVirtualSCSIControllerOption(v) => Object::ParaVirtualSCSIControllerOption(Box::new((**v).clone())),
-            Object::PassiveNodeDeploymentSpec(v) => Object::PassiveNodeDeploymentSpec(Box::new((**v).clone())),
-            Object::PassiveNodeNetworkSpec(v) => Object::PassiveNodeNetworkSpec(Box::new((**v).clone())),
-            Object::PasswordExpired(v) => Object::PasswordExpired(Box::new((**v).clone())),
-            Object::PasswordField(v) => Object::PasswordField(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchAlreadyInstalled(v) => Object::PatchAlreadyInstalled(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchBinariesNotFound(v) => Object::PatchBinariesNotFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchInstallFailed(v) => Object::PatchInstallFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchIntegrityError(v) => Object::PatchIntegrityError(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchMetadataCorrupted(v) => Object::PatchMetadataCorrupted(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchMetadataInvalid(v) => Object::PatchMetadataInvalid(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchMetadataNotFound(v) => Object::PatchMetadataNotFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchMissingDependencies(v) => Object::PatchMissingDependencies(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchNotApplicable(v) => Object::PatchNotApplicable(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchSuperseded(v) => Object::PatchSuperseded(Box::new((**v).clone())),
-            Object::PerfCompositeMetric(v) => Object::PerfCompositeMetric(Box::new((**v).clone())),
-            Object::PerfCounterInfo(v) => Object::PerfCounterInfo(Box::new((**v).clone())),
-            Object::PerfEntityMetric(v) => Object::PerfEntityMetric(Box::new((**v).clone())),
-            Object::PerfEntityMetricBase(v) => Object::PerfEntityMetricBase(Box::new((**v).clone())),
-            Object::PerfEntityMetricCSV(v) => Object::PerfEntityMetricCSV(Box::new((**v).clone())),
-            Object::PerfFormat(v) => Object::PerfFormat(Box::new((**v).clone())),
-            Object::PerfInterval(v) => Object::PerfInterval(Box::new((**v).clone())),
-            Object::PerfMetricId(v) => Object::PerfMetricId(Box::new((**v).clone())),
-            Object::PerfMetricIntSeries(v) => Object::PerfMetricIntSeries(Box::new((**v).clone())),
-            Object::PerfMetricSeries(v) => Object::PerfMetricSeries(Box::new((**v).clone())),
-            Object::PerfMetricSeriesCSV(v) => Object::PerfMetricSeriesCSV(Box::new((**v).clone())),
-            Object::PerfProviderSummary(v) => Object::PerfProviderSummary(Box::new((**v).clone())),
-            Object::PerfQuerySpec(v) => Object::PerfQuerySpec(Box::new((**v).clone())),
-            Object::PerfSampleInfo(v) => Object::PerfSampleInfo(Box::new((**v).clone())),
-            Object::PerfStatsType(v) => Object::PerfStatsType(Box::new((**v).clone())),
-            Object::PerfSummaryType(v) => Object::PerfSummaryType(Box::new((**v).clone())),
-            Object::PerformanceDescription(v) => Object::PerformanceDescription(Box::new((**v).clone())),
-            Object::PerformanceManagerCounterLevelMapping(v) => Object::PerformanceManagerCounterLevelMapping(Box::new((**v).clone())),
-            Object::PerformanceManagerUnit(v) => Object::PerformanceManagerUnit(Box::new((**v).clone())),
-            Object::PerformanceStatisticsDescription(v) => Object::PerformanceStatisticsDescription(Box::new((**v).clone())),
-            Object::Permission(v) => Object::Permission(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::PermissionAddedEvent(v) => Object::PermissionAddedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::PermissionEvent(v) => Object::PermissionEvent(Box::new((**v).clone())),
-            Object::PermissionProfile(v) => Object::PermissionProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::PermissionRemovedEvent(v) => Object::PermissionRemovedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::PermissionUpdatedEvent(v) => Object::PermissionUpdatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PhysCompatRDMNotSupported(v) => Object::PhysCompatRDMNotSupported(Box::new((**v).clone())),
-            Object::PhysicalNic(v) => Object::PhysicalNic(Box::new((**v).clone())),
-            Object::PhysicalNicCdpDeviceCapability(v) => Object::PhysicalNicCdpDeviceCapability(Box::new((**v).clone())),
-            Object::PhysicalNicCdpInfo(v) => Object::PhysicalNicCdpInfo(Box::new((**v).clone())),
-            Object::PhysicalNicConfig(v) => Object::PhysicalNicConfig(Box::new((**v).clone())),
-            Object::PhysicalNicHint(v) => Object::PhysicalNicHint(Box::new((**v).clone())),
-            Object::PhysicalNicHintInfo(v) => Object::PhysicalNicHintInfo(Box::new((**v).clone())),
-            Object::PhysicalNicIpHint(v) => Object::PhysicalNicIpHint(Box::new((**v).clone())),
-            Object::PhysicalNicLinkInfo(v) => Object::PhysicalNicLinkInfo(Box::new((**v).clone())),
-            Object::PhysicalNicNameHint(v) => Object::PhysicalNicNameHint(Box::new((**v).clone())),
-            Object::PhysicalNicProfile(v) => Object::PhysicalNicProfile(Box::new((**v).clone())),
-            Object::PhysicalNicResourcePoolSchedulerDisallowedReason(v) => Object::PhysicalNicResourcePoolSchedulerDisallowedReason(Box::new((**v).clone())),
-            Object::PhysicalNicSpec(v) => Object::PhysicalNicSpec(Box::new((**v).clone())),
-            Object::PhysicalNicVmDirectPathGen2SupportedMode(v) => Object::PhysicalNicVmDirectPathGen2SupportedMode(Box::new((**v).clone())),
-            Object::PinnedCertificate(v) => Object::PinnedCertificate(Box::new((**v).clone())),
-            Object::PlaceVmsXClusterSpecCandidateNetworks(v) => Object::PlaceVmsXClusterSpecCandidateNetworks(Box::new((**v).clone())),
-            Object::PlaceVmsXClusterSpecPlacementType(v) => Object::PlaceVmsXClusterSpecPlacementType(Box::new((**v).clone())),
-            Object::PlacementAction(v) => Object::PlacementAction(Box::new((**v).clone())),
-            Object::PlacementAffinityRule(v) => Object::PlacementAffinityRule(Box::new((**v).clone())),
-            Object::PlacementAffinityRuleRuleScope(v) => Object::PlacementAffinityRuleRuleScope(Box::new((**v).clone())),
-            Object::PlacementAffinityRuleRuleType(v) => Object::PlacementAffinityRuleRuleType(Box::new((**v).clone())),
-            Object::PlacementRankResult(v) => Object::PlacementRankResult(Box::new((**v).clone())),
-            Object::PlacementRankSpec(v) => Object::PlacementRankSpec(Box::new((**v).clone())),
-            Object::PlacementResult(v) => Object::PlacementResult(Box::new((**v).clone())),
-            Object::PlacementSpec(v) => Object::PlacementSpec(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
             Object::PMemDatastoreInfo(_) => "PMemDatastoreInfo",
             Object::ParaVirtualSCSIController(_) => "ParaVirtualSCSIController",
             Object::ParaVirtualSCSIControllerOption(_) => "ParaVirtualSCSIControllerOption",
-            Object::PassiveNodeDeploymentSpec(_) => "PassiveNodeDeploymentSpec",
-            Object::PassiveNodeNetworkSpec(_) => "PassiveNodeNetworkSpec",
+            #[cfg(feature = "admin")] Object::PassiveNodeDeploymentSpec(_) => "PassiveNodeDeploymentSpec",
+            #[cfg(feature = "admin")] Object::PassiveNodeNetworkSpec(_) => "PassiveNodeNetworkSpec",
             Object::PasswordExpired(_) => "PasswordExpired",
             Object::PasswordField(_) => "PasswordField",
             #[cfg(feature = "all-faults")] Object::PatchAlreadyInstalled(_) => "PatchAlreadyInstalled",
@@ -673,7 +598,7 @@ impl x::DataObject for Object {
             Object::PerformanceDescription(_) => "PerformanceDescription",
             Object::PerformanceManagerCounterLevelMapping(_) => "PerformanceManagerCounterLevelMapping",
             Object::PerformanceManagerUnit(_) => "PerformanceManagerUnit",
-            Object::PerformanceStatisticsDescription(_) => "PerformanceStatisticsDescription",
+            #[cfg(feature = "admin")] Object::PerformanceStatisticsDescription(_) => "PerformanceStatisticsDescription",
             Object::Permission(_) => "Permission",
             #[cfg(feature = "all-events")] Object::PermissionAddedEvent(_) => "PermissionAddedEvent",
             #[cfg(feature = "all-events")] Object::PermissionEvent(_) => "PermissionEvent",
@@ -682,19 +607,19 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::PermissionUpdatedEvent(_) => "PermissionUpdatedEvent",
             #[cfg(feature = "all-faults")] Object::PhysCompatRDMNotSupported(_) => "PhysCompatRDMNotSupported",
             Object::PhysicalNic(_) => "PhysicalNic",
-            Object::PhysicalNicCdpDeviceCapability(_) => "PhysicalNicCdpDeviceCapability",
-            Object::PhysicalNicCdpInfo(_) => "PhysicalNicCdpInfo",
+            #[cfg(feature = "admin")] Object::PhysicalNicCdpDeviceCapability(_) => "PhysicalNicCdpDeviceCapability",
+            #[cfg(feature = "admin")] Object::PhysicalNicCdpInfo(_) => "PhysicalNicCdpInfo",
             Object::PhysicalNicConfig(_) => "PhysicalNicConfig",
             Object::PhysicalNicHint(_) => "PhysicalNicHint",
-            Object::PhysicalNicHintInfo(_) => "PhysicalNicHintInfo",
-            Object::PhysicalNicIpHint(_) => "PhysicalNicIpHint",
+            #[cfg(feature = "admin")] Object::PhysicalNicHintInfo(_) => "PhysicalNicHintInfo",
+            #[cfg(feature = "admin")] Object::PhysicalNicIpHint(_) => "PhysicalNicIpHint",
             Object::PhysicalNicLinkInfo(_) => "PhysicalNicLinkInfo",
-            Object::PhysicalNicNameHint(_) => "PhysicalNicNameHint",
+            #[cfg(feature = "admin")] Object::PhysicalNicNameHint(_) => "PhysicalNicNameHint",
             Object::PhysicalNicProfile(_) => "PhysicalNicProfile",
             Object::PhysicalNicResourcePoolSchedulerDisallowedReason(_) => "PhysicalNicResourcePoolSchedulerDisallowedReason",
             Object::PhysicalNicSpec(_) => "PhysicalNicSpec",
             Object::PhysicalNicVmDirectPathGen2SupportedMode(_) => "PhysicalNicVmDirectPathGen2SupportedMode",
-            Object::PinnedCertificate(_) => "PinnedCertificate",
+            #[cfg(feature = "admin")] Object::PinnedCertificate(_) => "PinnedCertificate",
             Object::PlaceVmsXClusterSpecCandidateNetworks(_) => "PlaceVmsXClusterSpecCandidateNetworks",
             Object::PlaceVmsXClusterSpecPlacementType(_) => "PlaceVmsXClusterSpecPlacementType",
             Object::PlacementAction(_) => "PlacementAction",
@@ -715,7 +640,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -727,8 +652,8 @@ impl x::DataObject for Object {
             Object::PMemDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ParaVirtualSCSIController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ParaVirtualSCSIControllerOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PassiveNodeDeploymentSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PassiveNodeNetworkSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::PassiveNodeDeploymentSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::PassiveNodeNetworkSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PasswordExpired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PasswordField(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::PatchAlreadyInstalled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -760,7 +685,7 @@ impl x::DataObject for Object {
             Object::PerformanceDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PerformanceManagerCounterLevelMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PerformanceManagerUnit(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PerformanceStatisticsDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::PerformanceStatisticsDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::Permission(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::PermissionAddedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::PermissionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -769,19 +694,19 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::PermissionUpdatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::PhysCompatRDMNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PhysicalNic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PhysicalNicCdpDeviceCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PhysicalNicCdpInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::PhysicalNicCdpDeviceCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::PhysicalNicCdpInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PhysicalNicConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PhysicalNicHint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PhysicalNicHintInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PhysicalNicIpHint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::PhysicalNicHintInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::PhysicalNicIpHint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PhysicalNicLinkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PhysicalNicNameHint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::PhysicalNicNameHint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PhysicalNicProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PhysicalNicResourcePoolSchedulerDisallowedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PhysicalNicSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PhysicalNicVmDirectPathGen2SupportedMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PinnedCertificate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::PinnedCertificate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PlaceVmsXClusterSpecCandidateNetworks(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PlaceVmsXClusterSpecPlacementType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PlacementAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -845,7 +770,7 @@ impl x::ObjectType for ParaVirtualSCSIControllerOption {
     }
 }
 
-impl x::ObjectType for PassiveNodeDeploymentSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for PassiveNodeDeploymentSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -861,7 +786,7 @@ impl x::ObjectType for PassiveNodeDeploymentSpec {
     }
 }
 
-impl x::ObjectType for PassiveNodeNetworkSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for PassiveNodeNetworkSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1373,7 +1298,7 @@ impl x::ObjectType for PerformanceManagerUnit {
     }
 }
 
-impl x::ObjectType for PerformanceStatisticsDescription {
+#[cfg(feature = "admin")] impl x::ObjectType for PerformanceStatisticsDescription {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1517,7 +1442,7 @@ impl x::ObjectType for PhysicalNic {
     }
 }
 
-impl x::ObjectType for PhysicalNicCdpDeviceCapability {
+#[cfg(feature = "admin")] impl x::ObjectType for PhysicalNicCdpDeviceCapability {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1533,7 +1458,7 @@ impl x::ObjectType for PhysicalNicCdpDeviceCapability {
     }
 }
 
-impl x::ObjectType for PhysicalNicCdpInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for PhysicalNicCdpInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1581,7 +1506,7 @@ impl x::ObjectType for PhysicalNicHint {
     }
 }
 
-impl x::ObjectType for PhysicalNicHintInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for PhysicalNicHintInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1597,7 +1522,7 @@ impl x::ObjectType for PhysicalNicHintInfo {
     }
 }
 
-impl x::ObjectType for PhysicalNicIpHint {
+#[cfg(feature = "admin")] impl x::ObjectType for PhysicalNicIpHint {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1629,7 +1554,7 @@ impl x::ObjectType for PhysicalNicLinkInfo {
     }
 }
 
-impl x::ObjectType for PhysicalNicNameHint {
+#[cfg(feature = "admin")] impl x::ObjectType for PhysicalNicNameHint {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1709,7 +1634,7 @@ impl x::ObjectType for PhysicalNicVmDirectPathGen2SupportedMode {
     }
 }
 
-impl x::ObjectType for PinnedCertificate {
+#[cfg(feature = "admin")] impl x::ObjectType for PinnedCertificate {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -297,51 +297,51 @@ pub enum Object {
     PolicyOption(Box<PolicyOption>),
     PortGroupConnecteeType(Box<PortGroupConnecteeType>),
     PortGroupProfile(Box<PortGroupProfile>),
-    PosixUserSearchResult(Box<PosixUserSearchResult>),
+    #[cfg(feature = "admin")] PosixUserSearchResult(Box<PosixUserSearchResult>),
     #[cfg(feature = "all-faults")] PowerOnFtSecondaryFailed(Box<PowerOnFtSecondaryFailed>),
     #[cfg(feature = "all-faults")] PowerOnFtSecondaryTimedout(Box<PowerOnFtSecondaryTimedout>),
     PowerSystemCapability(Box<PowerSystemCapability>),
     PowerSystemInfo(Box<PowerSystemInfo>),
-    PrivilegeAvailability(Box<PrivilegeAvailability>),
+    #[cfg(feature = "admin")] PrivilegeAvailability(Box<PrivilegeAvailability>),
     PrivilegePolicyDef(Box<PrivilegePolicyDef>),
     ProductComponentInfo(Box<ProductComponentInfo>),
     ProfileApplyProfileElement(Box<ProfileApplyProfileElement>),
     ProfileApplyProfileProperty(Box<ProfileApplyProfileProperty>),
     #[cfg(feature = "all-events")] ProfileAssociatedEvent(Box<ProfileAssociatedEvent>),
     #[cfg(feature = "all-events")] ProfileChangedEvent(Box<ProfileChangedEvent>),
-    ProfileCompositeExpression(Box<ProfileCompositeExpression>),
-    ProfileCompositePolicyOptionMetadata(Box<ProfileCompositePolicyOptionMetadata>),
-    ProfileConfigInfo(Box<ProfileConfigInfo>),
-    ProfileCreateSpec(Box<ProfileCreateSpec>),
+    #[cfg(feature = "admin")] ProfileCompositeExpression(Box<ProfileCompositeExpression>),
+    #[cfg(feature = "admin")] ProfileCompositePolicyOptionMetadata(Box<ProfileCompositePolicyOptionMetadata>),
+    #[cfg(feature = "admin")] ProfileConfigInfo(Box<ProfileConfigInfo>),
+    #[cfg(feature = "admin")] ProfileCreateSpec(Box<ProfileCreateSpec>),
     #[cfg(feature = "all-events")] ProfileCreatedEvent(Box<ProfileCreatedEvent>),
     ProfileDeferredPolicyOptionParameter(Box<ProfileDeferredPolicyOptionParameter>),
-    ProfileDescription(Box<ProfileDescription>),
-    ProfileDescriptionSection(Box<ProfileDescriptionSection>),
+    #[cfg(feature = "admin")] ProfileDescription(Box<ProfileDescription>),
+    #[cfg(feature = "admin")] ProfileDescriptionSection(Box<ProfileDescriptionSection>),
     #[cfg(feature = "all-events")] ProfileDissociatedEvent(Box<ProfileDissociatedEvent>),
     #[cfg(feature = "all-events")] ProfileEvent(Box<ProfileEvent>),
     #[cfg(feature = "all-events")] ProfileEventArgument(Box<ProfileEventArgument>),
     ProfileExecuteError(Box<ProfileExecuteError>),
     ProfileExecuteResult(Box<ProfileExecuteResult>),
     ProfileExecuteResultStatus(Box<ProfileExecuteResultStatus>),
-    ProfileExpression(Box<ProfileExpression>),
-    ProfileExpressionMetadata(Box<ProfileExpressionMetadata>),
-    ProfileMetadata(Box<ProfileMetadata>),
-    ProfileMetadataProfileOperationMessage(Box<ProfileMetadataProfileOperationMessage>),
-    ProfileMetadataProfileSortSpec(Box<ProfileMetadataProfileSortSpec>),
+    #[cfg(feature = "admin")] ProfileExpression(Box<ProfileExpression>),
+    #[cfg(feature = "admin")] ProfileExpressionMetadata(Box<ProfileExpressionMetadata>),
+    #[cfg(feature = "admin")] ProfileMetadata(Box<ProfileMetadata>),
+    #[cfg(feature = "admin")] ProfileMetadataProfileOperationMessage(Box<ProfileMetadataProfileOperationMessage>),
+    #[cfg(feature = "admin")] ProfileMetadataProfileSortSpec(Box<ProfileMetadataProfileSortSpec>),
     ProfileNumericComparator(Box<ProfileNumericComparator>),
-    ProfileParameterMetadata(Box<ProfileParameterMetadata>),
-    ProfileParameterMetadataParameterRelationMetadata(Box<ProfileParameterMetadataParameterRelationMetadata>),
+    #[cfg(feature = "admin")] ProfileParameterMetadata(Box<ProfileParameterMetadata>),
+    #[cfg(feature = "admin")] ProfileParameterMetadataParameterRelationMetadata(Box<ProfileParameterMetadataParameterRelationMetadata>),
     ProfileParameterMetadataRelationType(Box<ProfileParameterMetadataRelationType>),
     ProfilePolicy(Box<ProfilePolicy>),
-    ProfilePolicyMetadata(Box<ProfilePolicyMetadata>),
-    ProfilePolicyOptionMetadata(Box<ProfilePolicyOptionMetadata>),
+    #[cfg(feature = "admin")] ProfilePolicyMetadata(Box<ProfilePolicyMetadata>),
+    #[cfg(feature = "admin")] ProfilePolicyOptionMetadata(Box<ProfilePolicyOptionMetadata>),
     ProfileProfileStructure(Box<ProfileProfileStructure>),
     ProfileProfileStructureProperty(Box<ProfileProfileStructureProperty>),
     ProfilePropertyPath(Box<ProfilePropertyPath>),
     #[cfg(feature = "all-events")] ProfileReferenceHostChangedEvent(Box<ProfileReferenceHostChangedEvent>),
     #[cfg(feature = "all-events")] ProfileRemovedEvent(Box<ProfileRemovedEvent>),
-    ProfileSerializedCreateSpec(Box<ProfileSerializedCreateSpec>),
-    ProfileSimpleExpression(Box<ProfileSimpleExpression>),
+    #[cfg(feature = "admin")] ProfileSerializedCreateSpec(Box<ProfileSerializedCreateSpec>),
+    #[cfg(feature = "admin")] ProfileSimpleExpression(Box<ProfileSimpleExpression>),
     #[cfg(feature = "all-faults")] ProfileUpdateFailed(Box<ProfileUpdateFailed>),
     ProfileUpdateFailedUpdateFailure(Box<ProfileUpdateFailedUpdateFailure>),
     PropertyChange(Box<PropertyChange>),
@@ -373,51 +373,51 @@ fn decode(
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PolicyOption(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PortGroupConnecteeType(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PortGroupProfile(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PosixUserSearchResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PosixUserSearchResult(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PowerOnFtSecondaryFailed(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PowerOnFtSecondaryTimedout(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PowerSystemCapability(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PowerSystemInfo(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PrivilegeAvailability(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PrivilegeAvailability(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PrivilegePolicyDef(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProductComponentInfo(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileApplyProfileElement(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileApplyProfileProperty(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileAssociatedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileChangedEvent(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileCompositeExpression(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileCompositePolicyOptionMetadata(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileConfigInfo(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileCreateSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileCompositeExpression(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileCompositePolicyOptionMetadata(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileConfigInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileCreateSpec(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileCreatedEvent(v), Err(e) => return Some(Err(e)) },
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileDeferredPolicyOptionParameter(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileDescription(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileDescriptionSection(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileDescription(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileDescriptionSection(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileDissociatedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileEventArgument(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileExecuteError(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileExecuteResult(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileExecuteResultStatus(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileExpression(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileExpressionMetadata(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileMetadata(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileMetadataProfileOperationMessage(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileMetadataProfileSortSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileExpression(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileExpressionMetadata(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileMetadata(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileMetadataProfileOperationMessage(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileMetadataProfileSortSpec(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileNumericComparator(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileParameterMetadata(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileParameterMetadataParameterRelationMetadata(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileParameterMetadata(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileParameterMetadataParameterRelationMetadata(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileParameterMetadataRelationType(v), Err(e) => return Some(Err(e)) },
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfilePolicy(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfilePolicyMetadata(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfilePolicyOptionMetadata(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfilePolicyMetadata(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfilePolicyOptionMetadata(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileProfileStructure(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileProfileStructureProperty(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfilePropertyPath(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileReferenceHostChangedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileRemovedEvent(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileSerializedCreateSpec(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileSimpleExpression(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileSerializedCreateSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileSimpleExpression(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileUpdateFailed(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileUpdateFailedUpdateFailure(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PropertyChange(v), Err(e) => return Some(Err(e)) },
@@ -443,51 +443,51 @@ impl std::fmt::Debug for Object {
             Object::PolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PortGroupConnecteeType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PortGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PosixUserSearchResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::PosixUserSearchResult(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryFailed(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryTimedout(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PowerSystemCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PowerSystemInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PrivilegeAvailability(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::PrivilegeAvailability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PrivilegePolicyDef(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProductComponentInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileApplyProfileElement(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileApplyProfileProperty(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ProfileAssociatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ProfileChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileCompositeExpression(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileCompositePolicyOptionMetadata(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfileCompositeExpression(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfileCompositePolicyOptionMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfileConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfileCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ProfileCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileDeferredPolicyOptionParameter(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileDescription(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileDescriptionSection(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfileDescription(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfileDescriptionSection(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ProfileDissociatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ProfileEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ProfileEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileExecuteError(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileExecuteResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileExecuteResultStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileExpression(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileExpressionMetadata(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileMetadata(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileMetadataProfileOperationMessage(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileMetadataProfileSortSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfileExpression(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfileExpressionMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfileMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfileMetadataProfileOperationMessage(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfileMetadataProfileSortSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileNumericComparator(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileParameterMetadata(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileParameterMetadataParameterRelationMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfileParameterMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfileParameterMetadataParameterRelationMetadata(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileParameterMetadataRelationType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfilePolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfilePolicyMetadata(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfilePolicyOptionMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfilePolicyMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfilePolicyOptionMetadata(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileProfileStructure(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileProfileStructureProperty(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfilePropertyPath(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ProfileReferenceHostChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ProfileRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileSerializedCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileSimpleExpression(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfileSerializedCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfileSimpleExpression(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::ProfileUpdateFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileUpdateFailedUpdateFailure(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PropertyChange(v) => std::fmt::Debug::fmt(&**v, f),
@@ -505,75 +505,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::PlacementSpecPlacementType(v) => Object::PlacementSpecPlacementType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PlatformConfigFault(v) => Object::PlatformConfigFault(Box::new((**v).clone())),
-            Object::PnicUplinkProfile(v) => Object::PnicUplinkProfile(Box::new((**v).clone())),
-            Object::PodDiskLocator(v) => Object::PodDiskLocator(Box::new((**v).clone())),
-            Object::PodStorageDrsEntry(v) => Object::PodStorageDrsEntry(Box::new((**v).clone())),
-            Object::PodVMInfo(v) => Object::PodVMInfo(Box::new((**v).clone())),
-            Object::PodVMOverheadInfo(v) => Object::PodVMOverheadInfo(Box::new((**v).clone())),
-            Object::PolicyOption(v) => Object::PolicyOption(Box::new((**v).clone())),
-            Object::PortGroupConnecteeType(v) => Object::PortGroupConnecteeType(Box::new((**v).clone())),
-            Object::PortGroupProfile(v) => Object::PortGroupProfile(Box::new((**v).clone())),
-            Object::PosixUserSearchResult(v) => Object::PosixUserSearchResult(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryFailed(v) => Object::PowerOnFtSecondaryFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryTimedout(v) => Object::PowerOnFtSecondaryTimedout(Box::new((**v).clone())),
-            Object::PowerSystemCapability(v) => Object::PowerSystemCapability(Box::new((**v).clone())),
-            Object::PowerSystemInfo(v) => Object::PowerSystemInfo(Box::new((**v).clone())),
-            Object::PrivilegeAvailability(v) => Object::PrivilegeAvailability(Box::new((**v).clone())),
-            Object::PrivilegePolicyDef(v) => Object::PrivilegePolicyDef(Box::new((**v).clone())),
-            Object::ProductComponentInfo(v) => Object::ProductComponentInfo(Box::new((**v).clone())),
-            Object::ProfileApplyProfileElement(v) => Object::ProfileApplyProfileElement(Box::new((**v).clone())),
-            Object::ProfileApplyProfileProperty(v) => Object::ProfileApplyProfileProperty(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ProfileAssociatedEvent(v) => Object::ProfileAssociatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ProfileChangedEvent(v) => Object::ProfileChangedEvent(Box::new((**v).clone())),
-            Object::ProfileCompositeExpression(v) => Object::ProfileCompositeExpression(Box::new((**v).clone())),
-            Object::ProfileCompositePolicyOptionMetadata(v) => Object::ProfileCompositePolicyOptionMetadata(Box::new((**v).clone())),
-            Object::ProfileConfigInfo(v) => Object::ProfileConfigInfo(Box::new((**v).clone())),
-            Object::ProfileCreateSpec(v) => Object::ProfileCreateSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ProfileCreatedEvent(v) => Object::ProfileCreatedEvent(Box::new((**v).clone())),
-            Object::ProfileDeferredPolicyOptionParameter(v) => Object::ProfileDeferredPolicyOptionParameter(Box::new((**v).clone())),
-            Object::ProfileDescription(v) => Object::ProfileDescription(Box::new((**v).clone())),
-            Object::ProfileDescriptionSection(v) => Object::ProfileDescriptionSection(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ProfileDissociatedEvent(v) => Object::ProfileDissociatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ProfileEvent(v) => Object::ProfileEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ProfileEventArgument(v) => Object::ProfileEventArgument(Box::new((**v).clone())),
-            Object::ProfileExecuteError(v) => Object::ProfileExecuteError(Box::new((**v).clone())),
-            Object::ProfileExecuteResult(v) => Object::ProfileExecuteResult(Box::new((**v).clone())),
-            Object::ProfileExecuteResultStatus(v) => Object::ProfileExecuteResultStatus(Box::new((**v).clone())),
-            Object::ProfileExpression(v) => Object::ProfileExpression(Box::new((**v).clone())),
-            Object::ProfileExpressionMetadata(v) => Object::ProfileExpressionMetadata(Box::new((**v).clone())),
-            Object::ProfileMetadata(v) => Object::ProfileMetadata(Box::new((**v).clone())),
-            Object::ProfileMetadataProfileOperationMessage(v) => Object::ProfileMetadataProfileOperationMessage(Box::new((**v).clone())),
-            Object::ProfileMetadataProfileSortSpec(v) => Object::ProfileMetadataProfileSortSpec(Box::new((**v).clone())),
-            Object::ProfileNumericComparator(v) => Object::ProfileNumericComparator(Box::new((**v).clone())),
-            Object::ProfileParameterMetadata(v) => Object::ProfileParameterMetadata(Box::new((**v).clone())),
-            Object::ProfileParameterMetadataParameterRelationMetadata(v) => Object::ProfileParameterMetadataParameterRelationMetadata(Box::new((**v).clone())),
-            Object::ProfileParameterMetadataRelationType(v) => Object::ProfileParameterMetadataRelationType(Box::new((**v).clone())),
-            Object::ProfilePolicy(v) => Object::ProfilePolicy(Box::new((**v).clone())),
-            Object::ProfilePolicyMetadata(v) => Object::ProfilePolicyMetadata(Box::new((**v).clone())),
-            Object::ProfilePolicyOptionMetadata(v) => Object::ProfilePolicyOptionMetadata(Box::new((**v).clone())),
-            Object::ProfileProfileStructure(v) => Object::ProfileProfileStructure(Box::new((**v).clone())),
-            Object::ProfileProfileStructureProperty(v) => Object::ProfileProfileStructureProperty(Box::new((**v).clone())),
-            Object::ProfilePropertyPath(v) => Object::ProfilePropertyPath(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ProfileReferenceHostChangedEvent(v) => Object::ProfileReferenceHostChangedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ProfileRemovedEvent(v) => Object::ProfileRemovedEvent(Box::new((**v).clone())),
-            Object::ProfileSerializedCreateSpec(v) => Object::ProfileSerializedCreateSpec(Box::new((**v).clone())),
-            Object::ProfileSimpleExpression(v) => Object::ProfileSimpleExpression(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ProfileUpdateFailed(v) => Object::ProfileUpdateFailed(Box::new((**v).clone())),
-            Object::ProfileUpdateFailedUpdateFailure(v) => Object::ProfileUpdateFailedUpdateFailure(Box::new((**v).clone())),
-            Object::PropertyChange(v) => Object::PropertyChange(Box::new((**v).clone())),
-            Object::PropertyChangeOp(v) => Object::PropertyChangeOp(Box::new((**v).clone())),
-            Object::PropertyFilterSpec(v) => Object::PropertyFilterSpec(Box::new((**v).clone())),
-            Object::PropertyFilterUpdate(v) => Object::PropertyFilterUpdate(Box::new((**v).clone())),
-            Object::PropertySpec(v) => Object::PropertySpec(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -587,51 +518,51 @@ impl x::DataObject for Object {
             Object::PolicyOption(_) => "PolicyOption",
             Object::PortGroupConnecteeType(_) => "PortGroupConnecteeType",
             Object::PortGroupProfile(_) => "PortGroupProfile",
-            Object::PosixUserSearchResult(_) => "PosixUserSearchResult",
+            #[cfg(feature = "admin")] Object::PosixUserSearchResult(_) => "PosixUserSearchResult",
             #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryFailed(_) => "PowerOnFtSecondaryFailed",
             #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryTimedout(_) => "PowerOnFtSecondaryTimedout",
             Object::PowerSystemCapability(_) => "PowerSystemCapability",
             Object::PowerSystemInfo(_) => "PowerSystemInfo",
-            Object::PrivilegeAvailability(_) => "PrivilegeAvailability",
+            #[cfg(feature = "admin")] Object::PrivilegeAvailability(_) => "PrivilegeAvailability",
             Object::PrivilegePolicyDef(_) => "PrivilegePolicyDef",
             Object::ProductComponentInfo(_) => "ProductComponentInfo",
             Object::ProfileApplyProfileElement(_) => "ProfileApplyProfileElement",
             Object::ProfileApplyProfileProperty(_) => "ProfileApplyProfileProperty",
             #[cfg(feature = "all-events")] Object::ProfileAssociatedEvent(_) => "ProfileAssociatedEvent",
             #[cfg(feature = "all-events")] Object::ProfileChangedEvent(_) => "ProfileChangedEvent",
-            Object::ProfileCompositeExpression(_) => "ProfileCompositeExpression",
-            Object::ProfileCompositePolicyOptionMetadata(_) => "ProfileCompositePolicyOptionMetadata",
-            Object::ProfileConfigInfo(_) => "ProfileConfigInfo",
-            Object::ProfileCreateSpec(_) => "ProfileCreateSpec",
+            #[cfg(feature = "admin")] Object::ProfileCompositeExpression(_) => "ProfileCompositeExpression",
+            #[cfg(feature = "admin")] Object::ProfileCompositePolicyOptionMetadata(_) => "ProfileCompositePolicyOptionMetadata",
+            #[cfg(feature = "admin")] Object::ProfileConfigInfo(_) => "ProfileConfigInfo",
+            #[cfg(feature = "admin")] Object::ProfileCreateSpec(_) => "ProfileCreateSpec",
             #[cfg(feature = "all-events")] Object::ProfileCreatedEvent(_) => "ProfileCreatedEvent",
             Object::ProfileDeferredPolicyOptionParameter(_) => "ProfileDeferredPolicyOptionParameter",
-            Object::ProfileDescription(_) => "ProfileDescription",
-            Object::ProfileDescriptionSection(_) => "ProfileDescriptionSection",
+            #[cfg(feature = "admin")] Object::ProfileDescription(_) => "ProfileDescription",
+            #[cfg(feature = "admin")] Object::ProfileDescriptionSection(_) => "ProfileDescriptionSection",
             #[cfg(feature = "all-events")] Object::ProfileDissociatedEvent(_) => "ProfileDissociatedEvent",
             #[cfg(feature = "all-events")] Object::ProfileEvent(_) => "ProfileEvent",
             #[cfg(feature = "all-events")] Object::ProfileEventArgument(_) => "ProfileEventArgument",
             Object::ProfileExecuteError(_) => "ProfileExecuteError",
             Object::ProfileExecuteResult(_) => "ProfileExecuteResult",
             Object::ProfileExecuteResultStatus(_) => "ProfileExecuteResultStatus",
-            Object::ProfileExpression(_) => "ProfileExpression",
-            Object::ProfileExpressionMetadata(_) => "ProfileExpressionMetadata",
-            Object::ProfileMetadata(_) => "ProfileMetadata",
-            Object::ProfileMetadataProfileOperationMessage(_) => "ProfileMetadataProfileOperationMessage",
-            Object::ProfileMetadataProfileSortSpec(_) => "ProfileMetadataProfileSortSpec",
+            #[cfg(feature = "admin")] Object::ProfileExpression(_) => "ProfileExpression",
+            #[cfg(feature = "admin")] Object::ProfileExpressionMetadata(_) => "ProfileExpressionMetadata",
+            #[cfg(feature = "admin")] Object::ProfileMetadata(_) => "ProfileMetadata",
+            #[cfg(feature = "admin")] Object::ProfileMetadataProfileOperationMessage(_) => "ProfileMetadataProfileOperationMessage",
+            #[cfg(feature = "admin")] Object::ProfileMetadataProfileSortSpec(_) => "ProfileMetadataProfileSortSpec",
             Object::ProfileNumericComparator(_) => "ProfileNumericComparator",
-            Object::ProfileParameterMetadata(_) => "ProfileParameterMetadata",
-            Object::ProfileParameterMetadataParameterRelationMetadata(_) => "ProfileParameterMetadataParameterRelationMetadata",
+            #[cfg(feature = "admin")] Object::ProfileParameterMetadata(_) => "ProfileParameterMetadata",
+            #[cfg(feature = "admin")] Object::ProfileParameterMetadataParameterRelationMetadata(_) => "ProfileParameterMetadataParameterRelationMetadata",
             Object::ProfileParameterMetadataRelationType(_) => "ProfileParameterMetadataRelationType",
             Object::ProfilePolicy(_) => "ProfilePolicy",
-            Object::ProfilePolicyMetadata(_) => "ProfilePolicyMetadata",
-            Object::ProfilePolicyOptionMetadata(_) => "ProfilePolicyOptionMetadata",
+            #[cfg(feature = "admin")] Object::ProfilePolicyMetadata(_) => "ProfilePolicyMetadata",
+            #[cfg(feature = "admin")] Object::ProfilePolicyOptionMetadata(_) => "ProfilePolicyOptionMetadata",
             Object::ProfileProfileStructure(_) => "ProfileProfileStructure",
             Object::ProfileProfileStructureProperty(_) => "ProfileProfileStructureProperty",
             Object::ProfilePropertyPath(_) => "ProfilePropertyPath",
             #[cfg(feature = "all-events")] Object::ProfileReferenceHostChangedEvent(_) => "ProfileReferenceHostChangedEvent",
             #[cfg(feature = "all-events")] Object::ProfileRemovedEvent(_) => "ProfileRemovedEvent",
-            Object::ProfileSerializedCreateSpec(_) => "ProfileSerializedCreateSpec",
-            Object::ProfileSimpleExpression(_) => "ProfileSimpleExpression",
+            #[cfg(feature = "admin")] Object::ProfileSerializedCreateSpec(_) => "ProfileSerializedCreateSpec",
+            #[cfg(feature = "admin")] Object::ProfileSimpleExpression(_) => "ProfileSimpleExpression",
             #[cfg(feature = "all-faults")] Object::ProfileUpdateFailed(_) => "ProfileUpdateFailed",
             Object::ProfileUpdateFailedUpdateFailure(_) => "ProfileUpdateFailedUpdateFailure",
             Object::PropertyChange(_) => "PropertyChange",
@@ -649,7 +580,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -668,51 +599,51 @@ impl x::DataObject for Object {
             Object::PolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PortGroupConnecteeType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PortGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PosixUserSearchResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::PosixUserSearchResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryTimedout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PowerSystemCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PowerSystemInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PrivilegeAvailability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::PrivilegeAvailability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PrivilegePolicyDef(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProductComponentInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileApplyProfileElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileApplyProfileProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ProfileAssociatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ProfileChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileCompositeExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileCompositePolicyOptionMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfileCompositeExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfileCompositePolicyOptionMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfileConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfileCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ProfileCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileDeferredPolicyOptionParameter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileDescriptionSection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfileDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfileDescriptionSection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ProfileDissociatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ProfileEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ProfileEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileExecuteError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileExecuteResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileExecuteResultStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileExpressionMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileMetadataProfileOperationMessage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileMetadataProfileSortSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfileExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfileExpressionMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfileMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfileMetadataProfileOperationMessage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfileMetadataProfileSortSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileNumericComparator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileParameterMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileParameterMetadataParameterRelationMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfileParameterMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfileParameterMetadataParameterRelationMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileParameterMetadataRelationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfilePolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfilePolicyMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfilePolicyOptionMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfilePolicyMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfilePolicyOptionMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileProfileStructure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileProfileStructureProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfilePropertyPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ProfileReferenceHostChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ProfileRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileSerializedCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileSimpleExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfileSerializedCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfileSimpleExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::ProfileUpdateFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileUpdateFailedUpdateFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PropertyChange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -885,7 +816,7 @@ impl x::ObjectType for PortGroupProfile {
     }
 }
 
-impl x::ObjectType for PosixUserSearchResult {
+#[cfg(feature = "admin")] impl x::ObjectType for PosixUserSearchResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -965,7 +896,7 @@ impl x::ObjectType for PowerSystemInfo {
     }
 }
 
-impl x::ObjectType for PrivilegeAvailability {
+#[cfg(feature = "admin")] impl x::ObjectType for PrivilegeAvailability {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1077,7 +1008,7 @@ impl x::ObjectType for ProfileApplyProfileProperty {
     }
 }
 
-impl x::ObjectType for ProfileCompositeExpression {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfileCompositeExpression {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1093,7 +1024,7 @@ impl x::ObjectType for ProfileCompositeExpression {
     }
 }
 
-impl x::ObjectType for ProfileCompositePolicyOptionMetadata {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfileCompositePolicyOptionMetadata {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1109,7 +1040,7 @@ impl x::ObjectType for ProfileCompositePolicyOptionMetadata {
     }
 }
 
-impl x::ObjectType for ProfileConfigInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfileConfigInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1125,7 +1056,7 @@ impl x::ObjectType for ProfileConfigInfo {
     }
 }
 
-impl x::ObjectType for ProfileCreateSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfileCreateSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1173,7 +1104,7 @@ impl x::ObjectType for ProfileDeferredPolicyOptionParameter {
     }
 }
 
-impl x::ObjectType for ProfileDescription {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfileDescription {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1189,7 +1120,7 @@ impl x::ObjectType for ProfileDescription {
     }
 }
 
-impl x::ObjectType for ProfileDescriptionSection {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfileDescriptionSection {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1301,7 +1232,7 @@ impl x::ObjectType for ProfileExecuteResultStatus {
     }
 }
 
-impl x::ObjectType for ProfileExpression {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfileExpression {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1317,7 +1248,7 @@ impl x::ObjectType for ProfileExpression {
     }
 }
 
-impl x::ObjectType for ProfileExpressionMetadata {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfileExpressionMetadata {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1333,7 +1264,7 @@ impl x::ObjectType for ProfileExpressionMetadata {
     }
 }
 
-impl x::ObjectType for ProfileMetadata {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfileMetadata {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1349,7 +1280,7 @@ impl x::ObjectType for ProfileMetadata {
     }
 }
 
-impl x::ObjectType for ProfileMetadataProfileOperationMessage {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfileMetadataProfileOperationMessage {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1365,7 +1296,7 @@ impl x::ObjectType for ProfileMetadataProfileOperationMessage {
     }
 }
 
-impl x::ObjectType for ProfileMetadataProfileSortSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfileMetadataProfileSortSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1397,7 +1328,7 @@ impl x::ObjectType for ProfileNumericComparator {
     }
 }
 
-impl x::ObjectType for ProfileParameterMetadata {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfileParameterMetadata {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1413,7 +1344,7 @@ impl x::ObjectType for ProfileParameterMetadata {
     }
 }
 
-impl x::ObjectType for ProfileParameterMetadataParameterRelationMetadata {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfileParameterMetadataParameterRelationMetadata {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1461,7 +1392,7 @@ impl x::ObjectType for ProfilePolicy {
     }
 }
 
-impl x::ObjectType for ProfilePolicyMetadata {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfilePolicyMetadata {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1477,7 +1408,7 @@ impl x::ObjectType for ProfilePolicyMetadata {
     }
 }
 
-impl x::ObjectType for ProfilePolicyOptionMetadata {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfilePolicyOptionMetadata {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1573,7 +1504,7 @@ impl x::ObjectType for ProfilePropertyPath {
     }
 }
 
-impl x::ObjectType for ProfileSerializedCreateSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfileSerializedCreateSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1589,7 +1520,7 @@ impl x::ObjectType for ProfileSerializedCreateSpec {
     }
 }
 
-impl x::ObjectType for ProfileSimpleExpression {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfileSimpleExpression {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -471,18 +471,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-faults")] Object::QuarantineModeFault(v) => Object::QuarantineModeFault(Box::new((**v).clone())),
-            Object::QuarantineModeFaultFaultType(v) => Object::QuarantineModeFaultFaultType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::QuestionPending(v) => Object::QuestionPending(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::QuiesceDatastoreIOForHAFailed(v) => Object::QuiesceDatastoreIOForHAFailed(Box::new((**v).clone())),
-            Object::QuiesceMode(v) => Object::QuiesceMode(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -501,7 +489,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

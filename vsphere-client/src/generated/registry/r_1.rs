@@ -627,8 +627,8 @@ pub enum Object {
     RecommendationType(Box<RecommendationType>),
     #[cfg(feature = "all-faults")] RecordReplayDisabled(Box<RecordReplayDisabled>),
     #[cfg(feature = "all-events")] RecoveryEvent(Box<RecoveryEvent>),
-    RecurrentTaskScheduler(Box<RecurrentTaskScheduler>),
-    Relation(Box<Relation>),
+    #[cfg(feature = "admin")] RecurrentTaskScheduler(Box<RecurrentTaskScheduler>),
+    #[cfg(feature = "admin")] Relation(Box<Relation>),
     #[cfg(feature = "all-faults")] RemoteDeviceNotSupported(Box<RemoteDeviceNotSupported>),
     #[cfg(feature = "all-events")] RemoteTSMEnabledEvent(Box<RemoteTSMEnabledEvent>),
     #[cfg(feature = "all-faults")] RemoveFailed(Box<RemoveFailed>),
@@ -679,8 +679,8 @@ fn decode(
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecommendationType(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecordReplayDisabled(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecoveryEvent(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecurrentTaskScheduler(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Relation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecurrentTaskScheduler(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Relation(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RemoteDeviceNotSupported(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RemoteTSMEnabledEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 88 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RemoveFailed(v), Err(e) => return Some(Err(e)) },
@@ -725,8 +725,8 @@ impl std::fmt::Debug for Object {
             Object::RecommendationType(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::RecordReplayDisabled(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::RecoveryEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RecurrentTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::Relation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::RecurrentTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::Relation(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::RemoteDeviceNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::RemoteTSMEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::RemoveFailed(v) => std::fmt::Debug::fmt(&**v, f),
@@ -760,51 +760,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-faults")] Object::RDMConversionNotSupported(v) => Object::RDMConversionNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RDMNotPreserved(v) => Object::RDMNotPreserved(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RDMNotSupported(v) => Object::RDMNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RDMNotSupportedOnDatastore(v) => Object::RDMNotSupportedOnDatastore(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RDMPointsToInaccessibleDisk(v) => Object::RDMPointsToInaccessibleDisk(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RawDiskNotSupported(v) => Object::RawDiskNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReadHostResourcePoolTreeFailed(v) => Object::ReadHostResourcePoolTreeFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReadOnlyDisksWithLegacyDestination(v) => Object::ReadOnlyDisksWithLegacyDestination(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RebootRequired(v) => Object::RebootRequired(Box::new((**v).clone())),
-            Object::RecommendationReasonCode(v) => Object::RecommendationReasonCode(Box::new((**v).clone())),
-            Object::RecommendationType(v) => Object::RecommendationType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RecordReplayDisabled(v) => Object::RecordReplayDisabled(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::RecoveryEvent(v) => Object::RecoveryEvent(Box::new((**v).clone())),
-            Object::RecurrentTaskScheduler(v) => Object::RecurrentTaskScheduler(Box::new((**v).clone())),
-            Object::Relation(v) => Object::Relation(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RemoteDeviceNotSupported(v) => Object::RemoteDeviceNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::RemoteTSMEnabledEvent(v) => Object::RemoteTSMEnabledEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RemoveFailed(v) => Object::RemoveFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReplicationConfigFault(v) => Object::ReplicationConfigFault(Box::new((**v).clone())),
-            Object::ReplicationConfigSpec(v) => Object::ReplicationConfigSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReplicationDiskConfigFault(v) => Object::ReplicationDiskConfigFault(Box::new((**v).clone())),
-            Object::ReplicationDiskConfigFaultReasonForFault(v) => Object::ReplicationDiskConfigFaultReasonForFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReplicationFault(v) => Object::ReplicationFault(Box::new((**v).clone())),
-            Object::ReplicationGroupId(v) => Object::ReplicationGroupId(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReplicationIncompatibleWithFT(v) => Object::ReplicationIncompatibleWithFT(Box::new((**v).clone())),
-            Object::ReplicationInfoDiskSettings(v) => Object::ReplicationInfoDiskSettings(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReplicationInvalidOptions(v) => Object::ReplicationInvalidOptions(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReplicationNotSupportedOnHost(v) => Object::ReplicationNotSupportedOnHost(Box::new((**v).clone())),
-            Object::ReplicationSpec(v) => Object::ReplicationSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReplicationVmConfigFault(v) => Object::ReplicationVmConfigFault(Box::new((**v).clone())),
-            Object::ReplicationVmConfigFaultReasonForFault(v) => Object::ReplicationVmConfigFaultReasonForFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReplicationVmFault(v) => Object::ReplicationVmFault(Box::new((**v).clone())),
-            Object::ReplicationVmFaultReasonForFault(v) => Object::ReplicationVmFaultReasonForFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReplicationVmInProgressFault(v) => Object::ReplicationVmInProgressFault(Box::new((**v).clone())),
-            Object::ReplicationVmInProgressFaultActivity(v) => Object::ReplicationVmInProgressFaultActivity(Box::new((**v).clone())),
-            Object::ReplicationVmProgressInfo(v) => Object::ReplicationVmProgressInfo(Box::new((**v).clone())),
-            Object::ReplicationVmState(v) => Object::ReplicationVmState(Box::new((**v).clone())),
-            Object::RequestCanceled(v) => Object::RequestCanceled(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -821,8 +776,8 @@ impl x::DataObject for Object {
             Object::RecommendationType(_) => "RecommendationType",
             #[cfg(feature = "all-faults")] Object::RecordReplayDisabled(_) => "RecordReplayDisabled",
             #[cfg(feature = "all-events")] Object::RecoveryEvent(_) => "RecoveryEvent",
-            Object::RecurrentTaskScheduler(_) => "RecurrentTaskScheduler",
-            Object::Relation(_) => "Relation",
+            #[cfg(feature = "admin")] Object::RecurrentTaskScheduler(_) => "RecurrentTaskScheduler",
+            #[cfg(feature = "admin")] Object::Relation(_) => "Relation",
             #[cfg(feature = "all-faults")] Object::RemoteDeviceNotSupported(_) => "RemoteDeviceNotSupported",
             #[cfg(feature = "all-events")] Object::RemoteTSMEnabledEvent(_) => "RemoteTSMEnabledEvent",
             #[cfg(feature = "all-faults")] Object::RemoveFailed(_) => "RemoveFailed",
@@ -856,7 +811,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -878,8 +833,8 @@ impl x::DataObject for Object {
             Object::RecommendationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::RecordReplayDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::RecoveryEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RecurrentTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::Relation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::RecurrentTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::Relation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::RemoteDeviceNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::RemoteTSMEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::RemoveFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1116,7 +1071,7 @@ impl x::ObjectType for RecommendationType {
     }
 }
 
-impl x::ObjectType for RecurrentTaskScheduler {
+#[cfg(feature = "admin")] impl x::ObjectType for RecurrentTaskScheduler {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1132,7 +1087,7 @@ impl x::ObjectType for RecurrentTaskScheduler {
     }
 }
 
-impl x::ObjectType for Relation {
+#[cfg(feature = "admin")] impl x::ObjectType for Relation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -421,46 +421,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ResourceAllocationInfo(v) => Object::ResourceAllocationInfo(Box::new((**v).clone())),
-            Object::ResourceAllocationOption(v) => Object::ResourceAllocationOption(Box::new((**v).clone())),
-            Object::ResourceConfigOption(v) => Object::ResourceConfigOption(Box::new((**v).clone())),
-            Object::ResourceConfigSpec(v) => Object::ResourceConfigSpec(Box::new((**v).clone())),
-            Object::ResourceConfigSpecScaleSharesBehavior(v) => Object::ResourceConfigSpecScaleSharesBehavior(Box::new((**v).clone())),
-            Object::ResourceInUse(v) => Object::ResourceInUse(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ResourceNotAvailable(v) => Object::ResourceNotAvailable(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ResourcePoolCreatedEvent(v) => Object::ResourcePoolCreatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ResourcePoolDestroyedEvent(v) => Object::ResourcePoolDestroyedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ResourcePoolEvent(v) => Object::ResourcePoolEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ResourcePoolEventArgument(v) => Object::ResourcePoolEventArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ResourcePoolMovedEvent(v) => Object::ResourcePoolMovedEvent(Box::new((**v).clone())),
-            Object::ResourcePoolQuickStats(v) => Object::ResourcePoolQuickStats(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ResourcePoolReconfiguredEvent(v) => Object::ResourcePoolReconfiguredEvent(Box::new((**v).clone())),
-            Object::ResourcePoolResourceUsage(v) => Object::ResourcePoolResourceUsage(Box::new((**v).clone())),
-            Object::ResourcePoolRuntimeInfo(v) => Object::ResourcePoolRuntimeInfo(Box::new((**v).clone())),
-            Object::ResourcePoolSummary(v) => Object::ResourcePoolSummary(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ResourceViolatedEvent(v) => Object::ResourceViolatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RestrictedByAdministrator(v) => Object::RestrictedByAdministrator(Box::new((**v).clone())),
-            Object::RestrictedVersion(v) => Object::RestrictedVersion(Box::new((**v).clone())),
-            Object::RetrieveOptions(v) => Object::RetrieveOptions(Box::new((**v).clone())),
-            Object::RetrieveResult(v) => Object::RetrieveResult(Box::new((**v).clone())),
-            Object::RetrieveVStorageObjSpec(v) => Object::RetrieveVStorageObjSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::RoleAddedEvent(v) => Object::RoleAddedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::RoleEvent(v) => Object::RoleEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::RoleEventArgument(v) => Object::RoleEventArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::RoleRemovedEvent(v) => Object::RoleRemovedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::RoleUpdatedEvent(v) => Object::RoleUpdatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::RollbackEvent(v) => Object::RollbackEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RollbackFailure(v) => Object::RollbackFailure(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RuleViolation(v) => Object::RuleViolation(Box::new((**v).clone())),
-            Object::RunScriptAction(v) => Object::RunScriptAction(Box::new((**v).clone())),
-            Object::RuntimeFault(v) => Object::RuntimeFault(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -507,7 +467,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

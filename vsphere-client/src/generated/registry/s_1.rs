@@ -373,17 +373,17 @@ pub enum Object {
     ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(Box<ScheduledHardwareUpgradeInfoHardwareUpgradeStatus>),
     #[cfg(feature = "all-events")] ScheduledTaskCompletedEvent(Box<ScheduledTaskCompletedEvent>),
     #[cfg(feature = "all-events")] ScheduledTaskCreatedEvent(Box<ScheduledTaskCreatedEvent>),
-    ScheduledTaskDescription(Box<ScheduledTaskDescription>),
+    #[cfg(feature = "admin")] ScheduledTaskDescription(Box<ScheduledTaskDescription>),
     ScheduledTaskDetail(Box<ScheduledTaskDetail>),
     #[cfg(feature = "all-events")] ScheduledTaskEmailCompletedEvent(Box<ScheduledTaskEmailCompletedEvent>),
     #[cfg(feature = "all-events")] ScheduledTaskEmailFailedEvent(Box<ScheduledTaskEmailFailedEvent>),
     #[cfg(feature = "all-events")] ScheduledTaskEvent(Box<ScheduledTaskEvent>),
     #[cfg(feature = "all-events")] ScheduledTaskEventArgument(Box<ScheduledTaskEventArgument>),
     #[cfg(feature = "all-events")] ScheduledTaskFailedEvent(Box<ScheduledTaskFailedEvent>),
-    ScheduledTaskInfo(Box<ScheduledTaskInfo>),
+    #[cfg(feature = "admin")] ScheduledTaskInfo(Box<ScheduledTaskInfo>),
     #[cfg(feature = "all-events")] ScheduledTaskReconfiguredEvent(Box<ScheduledTaskReconfiguredEvent>),
     #[cfg(feature = "all-events")] ScheduledTaskRemovedEvent(Box<ScheduledTaskRemovedEvent>),
-    ScheduledTaskSpec(Box<ScheduledTaskSpec>),
+    #[cfg(feature = "admin")] ScheduledTaskSpec(Box<ScheduledTaskSpec>),
     #[cfg(feature = "all-events")] ScheduledTaskStartedEvent(Box<ScheduledTaskStartedEvent>),
     ScsiDiskType(Box<ScsiDiskType>),
     ScsiLun(Box<ScsiLun>),
@@ -425,7 +425,7 @@ pub enum Object {
     ServiceLocatorCredential(Box<ServiceLocatorCredential>),
     ServiceLocatorNamePassword(Box<ServiceLocatorNamePassword>),
     ServiceLocatorSAMLCredential(Box<ServiceLocatorSAMLCredential>),
-    ServiceManagerServiceInfo(Box<ServiceManagerServiceInfo>),
+    #[cfg(feature = "admin")] ServiceManagerServiceInfo(Box<ServiceManagerServiceInfo>),
     ServiceProfile(Box<ServiceProfile>),
 }
 
@@ -452,17 +452,17 @@ fn decode(
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskCompletedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskCreatedEvent(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskDescription(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskDescription(v), Err(e) => return Some(Err(e)) },
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskDetail(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskEmailCompletedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskEmailFailedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskEventArgument(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskFailedEvent(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskRemovedEvent(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskSpec(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScheduledTaskStartedEvent(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScsiDiskType(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ScsiLun(v), Err(e) => return Some(Err(e)) },
@@ -504,7 +504,7 @@ fn decode(
         70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServiceLocatorCredential(v), Err(e) => return Some(Err(e)) },
         71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServiceLocatorNamePassword(v), Err(e) => return Some(Err(e)) },
         72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServiceLocatorSAMLCredential(v), Err(e) => return Some(Err(e)) },
-        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServiceManagerServiceInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServiceManagerServiceInfo(v), Err(e) => return Some(Err(e)) },
         74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServiceProfile(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
@@ -525,17 +525,17 @@ impl std::fmt::Debug for Object {
             Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ScheduledTaskCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ScheduledTaskCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ScheduledTaskDescription(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ScheduledTaskDescription(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ScheduledTaskDetail(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ScheduledTaskEmailCompletedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ScheduledTaskEmailFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ScheduledTaskEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ScheduledTaskEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ScheduledTaskFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ScheduledTaskInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ScheduledTaskInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ScheduledTaskReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ScheduledTaskRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ScheduledTaskSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ScheduledTaskSpec(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ScheduledTaskStartedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ScsiDiskType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ScsiLun(v) => std::fmt::Debug::fmt(&**v, f),
@@ -577,7 +577,7 @@ impl std::fmt::Debug for Object {
             Object::ServiceLocatorCredential(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ServiceLocatorNamePassword(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ServiceLocatorSAMLCredential(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ServiceManagerServiceInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ServiceManagerServiceInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ServiceProfile(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
@@ -586,78 +586,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::SAMLTokenAuthentication(v) => Object::SAMLTokenAuthentication(Box::new((**v).clone())),
-            Object::SDDCBase(v) => Object::SDDCBase(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SSLDisabledFault(v) => Object::SSLDisabledFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SSLVerifyFault(v) => Object::SSLVerifyFault(Box::new((**v).clone())),
-            Object::SSPIAuthentication(v) => Object::SSPIAuthentication(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SSPIChallenge(v) => Object::SSPIChallenge(Box::new((**v).clone())),
-            Object::ScheduledHardwareUpgradeInfo(v) => Object::ScheduledHardwareUpgradeInfo(Box::new((**v).clone())),
-            Object::ScheduledHardwareUpgradeInfoHardwareUpgradePolicy(v) => Object::ScheduledHardwareUpgradeInfoHardwareUpgradePolicy(Box::new((**v).clone())),
-            Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(v) => Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskCompletedEvent(v) => Object::ScheduledTaskCompletedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskCreatedEvent(v) => Object::ScheduledTaskCreatedEvent(Box::new((**v).clone())),
-            Object::ScheduledTaskDescription(v) => Object::ScheduledTaskDescription(Box::new((**v).clone())),
-            Object::ScheduledTaskDetail(v) => Object::ScheduledTaskDetail(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskEmailCompletedEvent(v) => Object::ScheduledTaskEmailCompletedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskEmailFailedEvent(v) => Object::ScheduledTaskEmailFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskEvent(v) => Object::ScheduledTaskEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskEventArgument(v) => Object::ScheduledTaskEventArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskFailedEvent(v) => Object::ScheduledTaskFailedEvent(Box::new((**v).clone())),
-            Object::ScheduledTaskInfo(v) => Object::ScheduledTaskInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskReconfiguredEvent(v) => Object::ScheduledTaskReconfiguredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskRemovedEvent(v) => Object::ScheduledTaskRemovedEvent(Box::new((**v).clone())),
-            Object::ScheduledTaskSpec(v) => Object::ScheduledTaskSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskStartedEvent(v) => Object::ScheduledTaskStartedEvent(Box::new((**v).clone())),
-            Object::ScsiDiskType(v) => Object::ScsiDiskType(Box::new((**v).clone())),
-            Object::ScsiLun(v) => Object::ScsiLun(Box::new((**v).clone())),
-            Object::ScsiLunCapabilities(v) => Object::ScsiLunCapabilities(Box::new((**v).clone())),
-            Object::ScsiLunDescriptor(v) => Object::ScsiLunDescriptor(Box::new((**v).clone())),
-            Object::ScsiLunDescriptorQuality(v) => Object::ScsiLunDescriptorQuality(Box::new((**v).clone())),
-            Object::ScsiLunDurableName(v) => Object::ScsiLunDurableName(Box::new((**v).clone())),
-            Object::ScsiLunLunReservationStatus(v) => Object::ScsiLunLunReservationStatus(Box::new((**v).clone())),
-            Object::ScsiLunState(v) => Object::ScsiLunState(Box::new((**v).clone())),
-            Object::ScsiLunType(v) => Object::ScsiLunType(Box::new((**v).clone())),
-            Object::ScsiLunVStorageSupportStatus(v) => Object::ScsiLunVStorageSupportStatus(Box::new((**v).clone())),
-            Object::SeSparseVirtualDiskSpec(v) => Object::SeSparseVirtualDiskSpec(Box::new((**v).clone())),
-            Object::SearchIndexFilter(v) => Object::SearchIndexFilter(Box::new((**v).clone())),
-            Object::SearchIndexIterationSpec(v) => Object::SearchIndexIterationSpec(Box::new((**v).clone())),
-            Object::SearchIndexOptionalValue(v) => Object::SearchIndexOptionalValue(Box::new((**v).clone())),
-            Object::SearchIndexPredicate(v) => Object::SearchIndexPredicate(Box::new((**v).clone())),
-            Object::SearchIndexPredicateArrayOperator(v) => Object::SearchIndexPredicateArrayOperator(Box::new((**v).clone())),
-            Object::SearchIndexPredicateComparisonOperator(v) => Object::SearchIndexPredicateComparisonOperator(Box::new((**v).clone())),
-            Object::SearchIndexQuerySpec(v) => Object::SearchIndexQuerySpec(Box::new((**v).clone())),
-            Object::SearchIndexQuerySpecResourceType(v) => Object::SearchIndexQuerySpecResourceType(Box::new((**v).clone())),
-            Object::SearchIndexResourceItem(v) => Object::SearchIndexResourceItem(Box::new((**v).clone())),
-            Object::SearchIndexResultSet(v) => Object::SearchIndexResultSet(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SecondaryVmAlreadyDisabled(v) => Object::SecondaryVmAlreadyDisabled(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SecondaryVmAlreadyEnabled(v) => Object::SecondaryVmAlreadyEnabled(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SecondaryVmAlreadyRegistered(v) => Object::SecondaryVmAlreadyRegistered(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SecondaryVmNotRegistered(v) => Object::SecondaryVmNotRegistered(Box::new((**v).clone())),
-            Object::SecurityError(v) => Object::SecurityError(Box::new((**v).clone())),
-            Object::SecurityProfile(v) => Object::SecurityProfile(Box::new((**v).clone())),
-            Object::SelectionSet(v) => Object::SelectionSet(Box::new((**v).clone())),
-            Object::SelectionSpec(v) => Object::SelectionSpec(Box::new((**v).clone())),
-            Object::SendEmailAction(v) => Object::SendEmailAction(Box::new((**v).clone())),
-            Object::SendSNMPAction(v) => Object::SendSNMPAction(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ServerLicenseExpiredEvent(v) => Object::ServerLicenseExpiredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ServerStartedSessionEvent(v) => Object::ServerStartedSessionEvent(Box::new((**v).clone())),
-            Object::ServiceConsolePortGroupProfile(v) => Object::ServiceConsolePortGroupProfile(Box::new((**v).clone())),
-            Object::ServiceConsoleReservationInfo(v) => Object::ServiceConsoleReservationInfo(Box::new((**v).clone())),
-            Object::ServiceContent(v) => Object::ServiceContent(Box::new((**v).clone())),
-            Object::ServiceLocator(v) => Object::ServiceLocator(Box::new((**v).clone())),
-            Object::ServiceLocatorCredential(v) => Object::ServiceLocatorCredential(Box::new((**v).clone())),
-            Object::ServiceLocatorNamePassword(v) => Object::ServiceLocatorNamePassword(Box::new((**v).clone())),
-            Object::ServiceLocatorSAMLCredential(v) => Object::ServiceLocatorSAMLCredential(Box::new((**v).clone())),
-            Object::ServiceManagerServiceInfo(v) => Object::ServiceManagerServiceInfo(Box::new((**v).clone())),
-            Object::ServiceProfile(v) => Object::ServiceProfile(Box::new((**v).clone())),
-        }
     }
 }
 
@@ -675,17 +603,17 @@ impl x::DataObject for Object {
             Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(_) => "ScheduledHardwareUpgradeInfoHardwareUpgradeStatus",
             #[cfg(feature = "all-events")] Object::ScheduledTaskCompletedEvent(_) => "ScheduledTaskCompletedEvent",
             #[cfg(feature = "all-events")] Object::ScheduledTaskCreatedEvent(_) => "ScheduledTaskCreatedEvent",
-            Object::ScheduledTaskDescription(_) => "ScheduledTaskDescription",
+            #[cfg(feature = "admin")] Object::ScheduledTaskDescription(_) => "ScheduledTaskDescription",
             Object::ScheduledTaskDetail(_) => "ScheduledTaskDetail",
             #[cfg(feature = "all-events")] Object::ScheduledTaskEmailCompletedEvent(_) => "ScheduledTaskEmailCompletedEvent",
             #[cfg(feature = "all-events")] Object::ScheduledTaskEmailFailedEvent(_) => "ScheduledTaskEmailFailedEvent",
             #[cfg(feature = "all-events")] Object::ScheduledTaskEvent(_) => "ScheduledTaskEvent",
             #[cfg(feature = "all-events")] Object::ScheduledTaskEventArgument(_) => "ScheduledTaskEventArgument",
             #[cfg(feature = "all-events")] Object::ScheduledTaskFailedEvent(_) => "ScheduledTaskFailedEvent",
-            Object::ScheduledTaskInfo(_) => "ScheduledTaskInfo",
+            #[cfg(feature = "admin")] Object::ScheduledTaskInfo(_) => "ScheduledTaskInfo",
             #[cfg(feature = "all-events")] Object::ScheduledTaskReconfiguredEvent(_) => "ScheduledTaskReconfiguredEvent",
             #[cfg(feature = "all-events")] Object::ScheduledTaskRemovedEvent(_) => "ScheduledTaskRemovedEvent",
-            Object::ScheduledTaskSpec(_) => "ScheduledTaskSpec",
+            #[cfg(feature = "admin")] Object::ScheduledTaskSpec(_) => "ScheduledTaskSpec",
             #[cfg(feature = "all-events")] Object::ScheduledTaskStartedEvent(_) => "ScheduledTaskStartedEvent",
             Object::ScsiDiskType(_) => "ScsiDiskType",
             Object::ScsiLun(_) => "ScsiLun",
@@ -727,7 +655,7 @@ impl x::DataObject for Object {
             Object::ServiceLocatorCredential(_) => "ServiceLocatorCredential",
             Object::ServiceLocatorNamePassword(_) => "ServiceLocatorNamePassword",
             Object::ServiceLocatorSAMLCredential(_) => "ServiceLocatorSAMLCredential",
-            Object::ServiceManagerServiceInfo(_) => "ServiceManagerServiceInfo",
+            #[cfg(feature = "admin")] Object::ServiceManagerServiceInfo(_) => "ServiceManagerServiceInfo",
             Object::ServiceProfile(_) => "ServiceProfile",
         }
     }
@@ -739,7 +667,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -759,17 +687,17 @@ impl x::DataObject for Object {
             Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ScheduledTaskCompletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ScheduledTaskCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ScheduledTaskDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ScheduledTaskDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ScheduledTaskDetail(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ScheduledTaskEmailCompletedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ScheduledTaskEmailFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ScheduledTaskEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ScheduledTaskEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ScheduledTaskFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ScheduledTaskInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ScheduledTaskInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ScheduledTaskReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ScheduledTaskRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ScheduledTaskSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ScheduledTaskSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ScheduledTaskStartedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ScsiDiskType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ScsiLun(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -811,7 +739,7 @@ impl x::DataObject for Object {
             Object::ServiceLocatorCredential(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ServiceLocatorNamePassword(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ServiceLocatorSAMLCredential(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ServiceManagerServiceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ServiceManagerServiceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ServiceProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
@@ -994,7 +922,7 @@ impl x::ObjectType for ScheduledHardwareUpgradeInfoHardwareUpgradeStatus {
     }
 }
 
-impl x::ObjectType for ScheduledTaskDescription {
+#[cfg(feature = "admin")] impl x::ObjectType for ScheduledTaskDescription {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1106,7 +1034,7 @@ impl x::ObjectType for ScheduledTaskDetail {
     }
 }
 
-impl x::ObjectType for ScheduledTaskInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ScheduledTaskInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1154,7 +1082,7 @@ impl x::ObjectType for ScheduledTaskInfo {
     }
 }
 
-impl x::ObjectType for ScheduledTaskSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for ScheduledTaskSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1826,7 +1754,7 @@ impl x::ObjectType for ServiceLocatorSAMLCredential {
     }
 }
 
-impl x::ObjectType for ServiceManagerServiceInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ServiceManagerServiceInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

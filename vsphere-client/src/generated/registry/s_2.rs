@@ -347,10 +347,10 @@ pub enum Object {
     SharesLevel(Box<SharesLevel>),
     SharesOption(Box<SharesOption>),
     #[cfg(feature = "all-faults")] ShrinkDiskFault(Box<ShrinkDiskFault>),
-    SimpleCommandEncoding(Box<SimpleCommandEncoding>),
+    #[cfg(feature = "admin")] SimpleCommandEncoding(Box<SimpleCommandEncoding>),
     SingleIp(Box<SingleIp>),
     SingleMac(Box<SingleMac>),
-    SiteInfo(Box<SiteInfo>),
+    #[cfg(feature = "admin")] SiteInfo(Box<SiteInfo>),
     SlpDiscoveryMethod(Box<SlpDiscoveryMethod>),
     #[cfg(feature = "all-faults")] SnapshotCloneNotSupported(Box<SnapshotCloneNotSupported>),
     #[cfg(feature = "all-faults")] SnapshotCopyNotSupported(Box<SnapshotCopyNotSupported>),
@@ -366,12 +366,12 @@ pub enum Object {
     SnapshotSelectionSpec(Box<SnapshotSelectionSpec>),
     #[cfg(feature = "all-faults")] SoftRuleVioCorrectionDisallowed(Box<SoftRuleVioCorrectionDisallowed>),
     #[cfg(feature = "all-faults")] SoftRuleVioCorrectionImpact(Box<SoftRuleVioCorrectionImpact>),
-    SoftwarePackage(Box<SoftwarePackage>),
-    SoftwarePackageCapability(Box<SoftwarePackageCapability>),
+    #[cfg(feature = "admin")] SoftwarePackage(Box<SoftwarePackage>),
+    #[cfg(feature = "admin")] SoftwarePackageCapability(Box<SoftwarePackageCapability>),
     SoftwarePackageConstraint(Box<SoftwarePackageConstraint>),
     SoftwarePackageVibType(Box<SoftwarePackageVibType>),
     #[cfg(feature = "all-faults")] SolutionUserRequired(Box<SolutionUserRequired>),
-    SourceNodeSpec(Box<SourceNodeSpec>),
+    #[cfg(feature = "admin")] SourceNodeSpec(Box<SourceNodeSpec>),
     #[cfg(feature = "all-faults")] SsdDiskNotAvailable(Box<SsdDiskNotAvailable>),
     StateAlarmExpression(Box<StateAlarmExpression>),
     StateAlarmOperator(Box<StateAlarmOperator>),
@@ -427,10 +427,10 @@ fn decode(
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SharesLevel(v), Err(e) => return Some(Err(e)) },
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SharesOption(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ShrinkDiskFault(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SimpleCommandEncoding(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SimpleCommandEncoding(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SingleIp(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SingleMac(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SiteInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SiteInfo(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SlpDiscoveryMethod(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotCloneNotSupported(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotCopyNotSupported(v), Err(e) => return Some(Err(e)) },
@@ -446,12 +446,12 @@ fn decode(
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SnapshotSelectionSpec(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SoftRuleVioCorrectionDisallowed(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SoftRuleVioCorrectionImpact(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SoftwarePackage(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SoftwarePackageCapability(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SoftwarePackage(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SoftwarePackageCapability(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SoftwarePackageConstraint(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SoftwarePackageVibType(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SolutionUserRequired(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SourceNodeSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SourceNodeSpec(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SsdDiskNotAvailable(v), Err(e) => return Some(Err(e)) },
         75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StateAlarmExpression(v), Err(e) => return Some(Err(e)) },
         76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StateAlarmOperator(v), Err(e) => return Some(Err(e)) },
@@ -501,10 +501,10 @@ impl std::fmt::Debug for Object {
             Object::SharesLevel(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SharesOption(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::ShrinkDiskFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SimpleCommandEncoding(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::SimpleCommandEncoding(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SingleIp(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SingleMac(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SiteInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::SiteInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SlpDiscoveryMethod(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::SnapshotCloneNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::SnapshotCopyNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
@@ -520,12 +520,12 @@ impl std::fmt::Debug for Object {
             Object::SnapshotSelectionSpec(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::SoftRuleVioCorrectionDisallowed(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::SoftRuleVioCorrectionImpact(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SoftwarePackage(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SoftwarePackageCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::SoftwarePackage(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::SoftwarePackageCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SoftwarePackageConstraint(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SoftwarePackageVibType(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::SolutionUserRequired(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SourceNodeSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::SourceNodeSpec(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::SsdDiskNotAvailable(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StateAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StateAlarmOperator(v) => std::fmt::Debug::fmt(&**v, f),
@@ -562,79 +562,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-events")] Object::SessionEvent(v) => Object::SessionEvent(Box::new((**v).clone())),
-            Object::SessionManagerGenericServiceTicket(v) => Object::SessionManagerGenericServiceTicket(Box::new((**v).clone())),
-            Object::SessionManagerGenericServiceTicketTicketType(v) => Object::SessionManagerGenericServiceTicketTicketType(Box::new((**v).clone())),
-            Object::SessionManagerHttpServiceRequestSpec(v) => Object::SessionManagerHttpServiceRequestSpec(Box::new((**v).clone())),
-            Object::SessionManagerHttpServiceRequestSpecMethod(v) => Object::SessionManagerHttpServiceRequestSpecMethod(Box::new((**v).clone())),
-            Object::SessionManagerLocalTicket(v) => Object::SessionManagerLocalTicket(Box::new((**v).clone())),
-            Object::SessionManagerServiceRequestSpec(v) => Object::SessionManagerServiceRequestSpec(Box::new((**v).clone())),
-            Object::SessionManagerVmomiServiceRequestSpec(v) => Object::SessionManagerVmomiServiceRequestSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SessionNotFound(v) => Object::SessionNotFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::SessionTerminatedEvent(v) => Object::SessionTerminatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SharedBusControllerNotSupported(v) => Object::SharedBusControllerNotSupported(Box::new((**v).clone())),
-            Object::SharesInfo(v) => Object::SharesInfo(Box::new((**v).clone())),
-            Object::SharesLevel(v) => Object::SharesLevel(Box::new((**v).clone())),
-            Object::SharesOption(v) => Object::SharesOption(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ShrinkDiskFault(v) => Object::ShrinkDiskFault(Box::new((**v).clone())),
-            Object::SimpleCommandEncoding(v) => Object::SimpleCommandEncoding(Box::new((**v).clone())),
-            Object::SingleIp(v) => Object::SingleIp(Box::new((**v).clone())),
-            Object::SingleMac(v) => Object::SingleMac(Box::new((**v).clone())),
-            Object::SiteInfo(v) => Object::SiteInfo(Box::new((**v).clone())),
-            Object::SlpDiscoveryMethod(v) => Object::SlpDiscoveryMethod(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotCloneNotSupported(v) => Object::SnapshotCloneNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotCopyNotSupported(v) => Object::SnapshotCopyNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotDisabled(v) => Object::SnapshotDisabled(Box::new((**v).clone())),
-            Object::SnapshotFault(v) => Object::SnapshotFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotIncompatibleDeviceInVm(v) => Object::SnapshotIncompatibleDeviceInVm(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotLocked(v) => Object::SnapshotLocked(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotMoveFromNonHomeNotSupported(v) => Object::SnapshotMoveFromNonHomeNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotMoveNotSupported(v) => Object::SnapshotMoveNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotMoveToNonHomeNotSupported(v) => Object::SnapshotMoveToNonHomeNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotNoChange(v) => Object::SnapshotNoChange(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotRevertIssue(v) => Object::SnapshotRevertIssue(Box::new((**v).clone())),
-            Object::SnapshotSelectionSpec(v) => Object::SnapshotSelectionSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SoftRuleVioCorrectionDisallowed(v) => Object::SoftRuleVioCorrectionDisallowed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SoftRuleVioCorrectionImpact(v) => Object::SoftRuleVioCorrectionImpact(Box::new((**v).clone())),
-            Object::SoftwarePackage(v) => Object::SoftwarePackage(Box::new((**v).clone())),
-            Object::SoftwarePackageCapability(v) => Object::SoftwarePackageCapability(Box::new((**v).clone())),
-            Object::SoftwarePackageConstraint(v) => Object::SoftwarePackageConstraint(Box::new((**v).clone())),
-            Object::SoftwarePackageVibType(v) => Object::SoftwarePackageVibType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SolutionUserRequired(v) => Object::SolutionUserRequired(Box::new((**v).clone())),
-            Object::SourceNodeSpec(v) => Object::SourceNodeSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SsdDiskNotAvailable(v) => Object::SsdDiskNotAvailable(Box::new((**v).clone())),
-            Object::StateAlarmExpression(v) => Object::StateAlarmExpression(Box::new((**v).clone())),
-            Object::StateAlarmOperator(v) => Object::StateAlarmOperator(Box::new((**v).clone())),
-            Object::StaticRouteProfile(v) => Object::StaticRouteProfile(Box::new((**v).clone())),
-            Object::StorageDrsAutomationConfig(v) => Object::StorageDrsAutomationConfig(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveDiskInMultiWriterMode(v) => Object::StorageDrsCannotMoveDiskInMultiWriterMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveFTVm(v) => Object::StorageDrsCannotMoveFTVm(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveIndependentDisk(v) => Object::StorageDrsCannotMoveIndependentDisk(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => Object::StorageDrsCannotMoveManuallyPlacedSwapFile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveManuallyPlacedVm(v) => Object::StorageDrsCannotMoveManuallyPlacedVm(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveSharedDisk(v) => Object::StorageDrsCannotMoveSharedDisk(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveTemplate(v) => Object::StorageDrsCannotMoveTemplate(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveVmInUserFolder(v) => Object::StorageDrsCannotMoveVmInUserFolder(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveVmWithMountedCDROM(v) => Object::StorageDrsCannotMoveVmWithMountedCDROM(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => Object::StorageDrsCannotMoveVmWithNoFilesInLayout(Box::new((**v).clone())),
-            Object::StorageDrsConfigInfo(v) => Object::StorageDrsConfigInfo(Box::new((**v).clone())),
-            Object::StorageDrsConfigSpec(v) => Object::StorageDrsConfigSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsDatacentersCannotShareDatastore(v) => Object::StorageDrsDatacentersCannotShareDatastore(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsDisabledOnVm(v) => Object::StorageDrsDisabledOnVm(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsHbrDiskNotMovable(v) => Object::StorageDrsHbrDiskNotMovable(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsHmsMoveInProgress(v) => Object::StorageDrsHmsMoveInProgress(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsHmsUnreachable(v) => Object::StorageDrsHmsUnreachable(Box::new((**v).clone())),
-            Object::StorageDrsIoLoadBalanceConfig(v) => Object::StorageDrsIoLoadBalanceConfig(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsIolbDisabledInternally(v) => Object::StorageDrsIolbDisabledInternally(Box::new((**v).clone())),
-            Object::StorageDrsOptionSpec(v) => Object::StorageDrsOptionSpec(Box::new((**v).clone())),
-            Object::StorageDrsPlacementRankVmSpec(v) => Object::StorageDrsPlacementRankVmSpec(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -653,10 +580,10 @@ impl x::DataObject for Object {
             Object::SharesLevel(_) => "SharesLevel",
             Object::SharesOption(_) => "SharesOption",
             #[cfg(feature = "all-faults")] Object::ShrinkDiskFault(_) => "ShrinkDiskFault",
-            Object::SimpleCommandEncoding(_) => "SimpleCommandEncoding",
+            #[cfg(feature = "admin")] Object::SimpleCommandEncoding(_) => "SimpleCommandEncoding",
             Object::SingleIp(_) => "SingleIp",
             Object::SingleMac(_) => "SingleMac",
-            Object::SiteInfo(_) => "SiteInfo",
+            #[cfg(feature = "admin")] Object::SiteInfo(_) => "SiteInfo",
             Object::SlpDiscoveryMethod(_) => "SlpDiscoveryMethod",
             #[cfg(feature = "all-faults")] Object::SnapshotCloneNotSupported(_) => "SnapshotCloneNotSupported",
             #[cfg(feature = "all-faults")] Object::SnapshotCopyNotSupported(_) => "SnapshotCopyNotSupported",
@@ -672,12 +599,12 @@ impl x::DataObject for Object {
             Object::SnapshotSelectionSpec(_) => "SnapshotSelectionSpec",
             #[cfg(feature = "all-faults")] Object::SoftRuleVioCorrectionDisallowed(_) => "SoftRuleVioCorrectionDisallowed",
             #[cfg(feature = "all-faults")] Object::SoftRuleVioCorrectionImpact(_) => "SoftRuleVioCorrectionImpact",
-            Object::SoftwarePackage(_) => "SoftwarePackage",
-            Object::SoftwarePackageCapability(_) => "SoftwarePackageCapability",
+            #[cfg(feature = "admin")] Object::SoftwarePackage(_) => "SoftwarePackage",
+            #[cfg(feature = "admin")] Object::SoftwarePackageCapability(_) => "SoftwarePackageCapability",
             Object::SoftwarePackageConstraint(_) => "SoftwarePackageConstraint",
             Object::SoftwarePackageVibType(_) => "SoftwarePackageVibType",
             #[cfg(feature = "all-faults")] Object::SolutionUserRequired(_) => "SolutionUserRequired",
-            Object::SourceNodeSpec(_) => "SourceNodeSpec",
+            #[cfg(feature = "admin")] Object::SourceNodeSpec(_) => "SourceNodeSpec",
             #[cfg(feature = "all-faults")] Object::SsdDiskNotAvailable(_) => "SsdDiskNotAvailable",
             Object::StateAlarmExpression(_) => "StateAlarmExpression",
             Object::StateAlarmOperator(_) => "StateAlarmOperator",
@@ -714,7 +641,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -738,10 +665,10 @@ impl x::DataObject for Object {
             Object::SharesLevel(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SharesOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::ShrinkDiskFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SimpleCommandEncoding(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::SimpleCommandEncoding(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SingleIp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SingleMac(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SiteInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::SiteInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SlpDiscoveryMethod(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::SnapshotCloneNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::SnapshotCopyNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -757,12 +684,12 @@ impl x::DataObject for Object {
             Object::SnapshotSelectionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::SoftRuleVioCorrectionDisallowed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::SoftRuleVioCorrectionImpact(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SoftwarePackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SoftwarePackageCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::SoftwarePackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::SoftwarePackageCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SoftwarePackageConstraint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SoftwarePackageVibType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::SolutionUserRequired(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SourceNodeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::SourceNodeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::SsdDiskNotAvailable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StateAlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StateAlarmOperator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1034,7 +961,7 @@ impl x::ObjectType for SharesOption {
     }
 }
 
-impl x::ObjectType for SimpleCommandEncoding {
+#[cfg(feature = "admin")] impl x::ObjectType for SimpleCommandEncoding {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1082,7 +1009,7 @@ impl x::ObjectType for SingleMac {
     }
 }
 
-impl x::ObjectType for SiteInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for SiteInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1338,7 +1265,7 @@ impl x::ObjectType for SnapshotSelectionSpec {
     }
 }
 
-impl x::ObjectType for SoftwarePackage {
+#[cfg(feature = "admin")] impl x::ObjectType for SoftwarePackage {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1354,7 +1281,7 @@ impl x::ObjectType for SoftwarePackage {
     }
 }
 
-impl x::ObjectType for SoftwarePackageCapability {
+#[cfg(feature = "admin")] impl x::ObjectType for SoftwarePackageCapability {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1418,7 +1345,7 @@ impl x::ObjectType for SoftwarePackageVibType {
     }
 }
 
-impl x::ObjectType for SourceNodeSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for SourceNodeSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -237,7 +237,7 @@ pub enum Object {
     StringExpression(Box<StringExpression>),
     StringOption(Box<StringOption>),
     StringPolicy(Box<StringPolicy>),
-    StructuredCustomizations(Box<StructuredCustomizations>),
+    #[cfg(feature = "admin")] StructuredCustomizations(Box<StructuredCustomizations>),
     SubnetInfo(Box<SubnetInfo>),
     SubnetInfoFolderInfo(Box<SubnetInfoFolderInfo>),
     #[cfg(feature = "all-faults")] SuspendedRelocateNotSupported(Box<SuspendedRelocateNotSupported>),
@@ -247,7 +247,7 @@ pub enum Object {
     #[cfg(feature = "all-faults")] SwitchIpUnset(Box<SwitchIpUnset>),
     #[cfg(feature = "all-faults")] SwitchNotInUpgradeMode(Box<SwitchNotInUpgradeMode>),
     SystemError(Box<SystemError>),
-    SystemEventInfo(Box<SystemEventInfo>),
+    #[cfg(feature = "admin")] SystemEventInfo(Box<SystemEventInfo>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -294,7 +294,7 @@ fn decode(
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StringExpression(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StringOption(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StringPolicy(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StructuredCustomizations(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StructuredCustomizations(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SubnetInfo(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SubnetInfoFolderInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SuspendedRelocateNotSupported(v), Err(e) => return Some(Err(e)) },
@@ -304,7 +304,7 @@ fn decode(
         #[cfg(feature = "all-faults")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SwitchIpUnset(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SwitchNotInUpgradeMode(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SystemError(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SystemEventInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SystemEventInfo(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -345,7 +345,7 @@ impl std::fmt::Debug for Object {
             Object::StringExpression(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StringOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StringPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StructuredCustomizations(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::StructuredCustomizations(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SubnetInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SubnetInfoFolderInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::SuspendedRelocateNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
@@ -355,7 +355,7 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-faults")] Object::SwitchIpUnset(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::SwitchNotInUpgradeMode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SystemError(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SystemEventInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::SystemEventInfo(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -363,56 +363,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::StorageDrsPodConfigInfo(v) => Object::StorageDrsPodConfigInfo(Box::new((**v).clone())),
-            Object::StorageDrsPodConfigInfoBehavior(v) => Object::StorageDrsPodConfigInfoBehavior(Box::new((**v).clone())),
-            Object::StorageDrsPodConfigSpec(v) => Object::StorageDrsPodConfigSpec(Box::new((**v).clone())),
-            Object::StorageDrsPodSelectionSpec(v) => Object::StorageDrsPodSelectionSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsRelocateDisabled(v) => Object::StorageDrsRelocateDisabled(Box::new((**v).clone())),
-            Object::StorageDrsSpaceLoadBalanceConfig(v) => Object::StorageDrsSpaceLoadBalanceConfig(Box::new((**v).clone())),
-            Object::StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(v) => Object::StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsStaleHmsCollection(v) => Object::StorageDrsStaleHmsCollection(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsUnableToMoveFiles(v) => Object::StorageDrsUnableToMoveFiles(Box::new((**v).clone())),
-            Object::StorageDrsVmConfigInfo(v) => Object::StorageDrsVmConfigInfo(Box::new((**v).clone())),
-            Object::StorageDrsVmConfigSpec(v) => Object::StorageDrsVmConfigSpec(Box::new((**v).clone())),
-            Object::StorageIOAllocationInfo(v) => Object::StorageIOAllocationInfo(Box::new((**v).clone())),
-            Object::StorageIOAllocationOption(v) => Object::StorageIOAllocationOption(Box::new((**v).clone())),
-            Object::StorageIORMConfigOption(v) => Object::StorageIORMConfigOption(Box::new((**v).clone())),
-            Object::StorageIORMConfigSpec(v) => Object::StorageIORMConfigSpec(Box::new((**v).clone())),
-            Object::StorageIORMInfo(v) => Object::StorageIORMInfo(Box::new((**v).clone())),
-            Object::StorageIORMThresholdMode(v) => Object::StorageIORMThresholdMode(Box::new((**v).clone())),
-            Object::StorageMigrationAction(v) => Object::StorageMigrationAction(Box::new((**v).clone())),
-            Object::StoragePerformanceSummary(v) => Object::StoragePerformanceSummary(Box::new((**v).clone())),
-            Object::StoragePlacementAction(v) => Object::StoragePlacementAction(Box::new((**v).clone())),
-            Object::StoragePlacementResult(v) => Object::StoragePlacementResult(Box::new((**v).clone())),
-            Object::StoragePlacementSpec(v) => Object::StoragePlacementSpec(Box::new((**v).clone())),
-            Object::StoragePlacementSpecPlacementType(v) => Object::StoragePlacementSpecPlacementType(Box::new((**v).clone())),
-            Object::StoragePodSummary(v) => Object::StoragePodSummary(Box::new((**v).clone())),
-            Object::StorageProfile(v) => Object::StorageProfile(Box::new((**v).clone())),
-            Object::StorageRequirement(v) => Object::StorageRequirement(Box::new((**v).clone())),
-            Object::StorageResourceManagerStorageProfileStatistics(v) => Object::StorageResourceManagerStorageProfileStatistics(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageVMotionNotSupported(v) => Object::StorageVMotionNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageVmotionIncompatible(v) => Object::StorageVmotionIncompatible(Box::new((**v).clone())),
-            Object::StringExpression(v) => Object::StringExpression(Box::new((**v).clone())),
-            Object::StringOption(v) => Object::StringOption(Box::new((**v).clone())),
-            Object::StringPolicy(v) => Object::StringPolicy(Box::new((**v).clone())),
-            Object::StructuredCustomizations(v) => Object::StructuredCustomizations(Box::new((**v).clone())),
-            Object::SubnetInfo(v) => Object::SubnetInfo(Box::new((**v).clone())),
-            Object::SubnetInfoFolderInfo(v) => Object::SubnetInfoFolderInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SuspendedRelocateNotSupported(v) => Object::SuspendedRelocateNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SwapDatastoreNotWritableOnHost(v) => Object::SwapDatastoreNotWritableOnHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SwapDatastoreUnset(v) => Object::SwapDatastoreUnset(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SwapPlacementOverrideNotSupported(v) => Object::SwapPlacementOverrideNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SwitchIpUnset(v) => Object::SwitchIpUnset(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SwitchNotInUpgradeMode(v) => Object::SwitchNotInUpgradeMode(Box::new((**v).clone())),
-            Object::SystemError(v) => Object::SystemError(Box::new((**v).clone())),
-            Object::SystemEventInfo(v) => Object::SystemEventInfo(Box::new((**v).clone())),
-        }
     }
 }
 
@@ -451,7 +401,7 @@ impl x::DataObject for Object {
             Object::StringExpression(_) => "StringExpression",
             Object::StringOption(_) => "StringOption",
             Object::StringPolicy(_) => "StringPolicy",
-            Object::StructuredCustomizations(_) => "StructuredCustomizations",
+            #[cfg(feature = "admin")] Object::StructuredCustomizations(_) => "StructuredCustomizations",
             Object::SubnetInfo(_) => "SubnetInfo",
             Object::SubnetInfoFolderInfo(_) => "SubnetInfoFolderInfo",
             #[cfg(feature = "all-faults")] Object::SuspendedRelocateNotSupported(_) => "SuspendedRelocateNotSupported",
@@ -461,7 +411,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::SwitchIpUnset(_) => "SwitchIpUnset",
             #[cfg(feature = "all-faults")] Object::SwitchNotInUpgradeMode(_) => "SwitchNotInUpgradeMode",
             Object::SystemError(_) => "SystemError",
-            Object::SystemEventInfo(_) => "SystemEventInfo",
+            #[cfg(feature = "admin")] Object::SystemEventInfo(_) => "SystemEventInfo",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -472,7 +422,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -513,7 +463,7 @@ impl x::DataObject for Object {
             Object::StringExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StringOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StringPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StructuredCustomizations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::StructuredCustomizations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SubnetInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SubnetInfoFolderInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::SuspendedRelocateNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -523,7 +473,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::SwitchIpUnset(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::SwitchNotInUpgradeMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SystemError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SystemEventInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::SystemEventInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
@@ -1041,7 +991,7 @@ impl x::ObjectType for StringPolicy {
     }
 }
 
-impl x::ObjectType for StructuredCustomizations {
+#[cfg(feature = "admin")] impl x::ObjectType for StructuredCustomizations {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1201,7 +1151,7 @@ impl x::ObjectType for SystemError {
     }
 }
 
-impl x::ObjectType for SystemEventInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for SystemEventInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

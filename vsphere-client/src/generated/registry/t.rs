@@ -243,7 +243,7 @@ pub enum Object {
     TaskReasonSchedule(Box<TaskReasonSchedule>),
     TaskReasonSystem(Box<TaskReasonSystem>),
     TaskReasonUser(Box<TaskReasonUser>),
-    TaskScheduler(Box<TaskScheduler>),
+    #[cfg(feature = "admin")] TaskScheduler(Box<TaskScheduler>),
     #[cfg(feature = "all-events")] TaskTimeoutEvent(Box<TaskTimeoutEvent>),
     #[cfg(feature = "all-events")] TeamingMatchEvent(Box<TeamingMatchEvent>),
     #[cfg(feature = "all-events")] TeamingMisMatchEvent(Box<TeamingMisMatchEvent>),
@@ -321,7 +321,7 @@ fn decode(
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskReasonSchedule(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskReasonSystem(v), Err(e) => return Some(Err(e)) },
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskReasonUser(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskScheduler(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskScheduler(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskTimeoutEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TeamingMatchEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TeamingMisMatchEvent(v), Err(e) => return Some(Err(e)) },
@@ -393,7 +393,7 @@ impl std::fmt::Debug for Object {
             Object::TaskReasonSchedule(v) => std::fmt::Debug::fmt(&**v, f),
             Object::TaskReasonSystem(v) => std::fmt::Debug::fmt(&**v, f),
             Object::TaskReasonUser(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::TaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::TaskTimeoutEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::TeamingMatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::TeamingMisMatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -443,77 +443,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::Tag(v) => Object::Tag(Box::new((**v).clone())),
-            Object::TagId(v) => Object::TagId(Box::new((**v).clone())),
-            Object::TagIdNameId(v) => Object::TagIdNameId(Box::new((**v).clone())),
-            Object::TagSpec(v) => Object::TagSpec(Box::new((**v).clone())),
-            Object::TaskDescription(v) => Object::TaskDescription(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::TaskEvent(v) => Object::TaskEvent(Box::new((**v).clone())),
-            Object::TaskFilterSpec(v) => Object::TaskFilterSpec(Box::new((**v).clone())),
-            Object::TaskFilterSpecByEntity(v) => Object::TaskFilterSpecByEntity(Box::new((**v).clone())),
-            Object::TaskFilterSpecByTime(v) => Object::TaskFilterSpecByTime(Box::new((**v).clone())),
-            Object::TaskFilterSpecByUsername(v) => Object::TaskFilterSpecByUsername(Box::new((**v).clone())),
-            Object::TaskFilterSpecRecursionOption(v) => Object::TaskFilterSpecRecursionOption(Box::new((**v).clone())),
-            Object::TaskFilterSpecTimeOption(v) => Object::TaskFilterSpecTimeOption(Box::new((**v).clone())),
-            Object::TaskInProgress(v) => Object::TaskInProgress(Box::new((**v).clone())),
-            Object::TaskInfo(v) => Object::TaskInfo(Box::new((**v).clone())),
-            Object::TaskInfoFilterSpec(v) => Object::TaskInfoFilterSpec(Box::new((**v).clone())),
-            Object::TaskInfoFilterSpecFilterTaskResults(v) => Object::TaskInfoFilterSpecFilterTaskResults(Box::new((**v).clone())),
-            Object::TaskInfoState(v) => Object::TaskInfoState(Box::new((**v).clone())),
-            Object::TaskManagerTaskViewSpec(v) => Object::TaskManagerTaskViewSpec(Box::new((**v).clone())),
-            Object::TaskManagerViewByStartId(v) => Object::TaskManagerViewByStartId(Box::new((**v).clone())),
-            Object::TaskReason(v) => Object::TaskReason(Box::new((**v).clone())),
-            Object::TaskReasonAlarm(v) => Object::TaskReasonAlarm(Box::new((**v).clone())),
-            Object::TaskReasonSchedule(v) => Object::TaskReasonSchedule(Box::new((**v).clone())),
-            Object::TaskReasonSystem(v) => Object::TaskReasonSystem(Box::new((**v).clone())),
-            Object::TaskReasonUser(v) => Object::TaskReasonUser(Box::new((**v).clone())),
-            Object::TaskScheduler(v) => Object::TaskScheduler(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::TaskTimeoutEvent(v) => Object::TaskTimeoutEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::TeamingMatchEvent(v) => Object::TeamingMatchEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::TeamingMisMatchEvent(v) => Object::TeamingMisMatchEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::TemplateBeingUpgradedEvent(v) => Object::TemplateBeingUpgradedEvent(Box::new((**v).clone())),
-            Object::TemplateConfigFileInfo(v) => Object::TemplateConfigFileInfo(Box::new((**v).clone())),
-            Object::TemplateConfigFileQuery(v) => Object::TemplateConfigFileQuery(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::TemplateUpgradeEvent(v) => Object::TemplateUpgradeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::TemplateUpgradeFailedEvent(v) => Object::TemplateUpgradeFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::TemplateUpgradedEvent(v) => Object::TemplateUpgradedEvent(Box::new((**v).clone())),
-            Object::TgwEventArgument(v) => Object::TgwEventArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ThirdPartyLicenseAssignmentFailed(v) => Object::ThirdPartyLicenseAssignmentFailed(Box::new((**v).clone())),
-            Object::ThirdPartyLicenseAssignmentFailedReason(v) => Object::ThirdPartyLicenseAssignmentFailedReason(Box::new((**v).clone())),
-            Object::TicketedSessionAuthentication(v) => Object::TicketedSessionAuthentication(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::TimedOutHostOperationEvent(v) => Object::TimedOutHostOperationEvent(Box::new((**v).clone())),
-            Object::Timedout(v) => Object::Timedout(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::TooManyConcurrentNativeClones(v) => Object::TooManyConcurrentNativeClones(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::TooManyConsecutiveOverrides(v) => Object::TooManyConsecutiveOverrides(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::TooManyDevices(v) => Object::TooManyDevices(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::TooManyDisksOnLegacyHost(v) => Object::TooManyDisksOnLegacyHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::TooManyGuestLogons(v) => Object::TooManyGuestLogons(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::TooManyHosts(v) => Object::TooManyHosts(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::TooManyNativeCloneLevels(v) => Object::TooManyNativeCloneLevels(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::TooManyNativeClonesOnFile(v) => Object::TooManyNativeClonesOnFile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::TooManySnapshotLevels(v) => Object::TooManySnapshotLevels(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ToolsAlreadyUpgraded(v) => Object::ToolsAlreadyUpgraded(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ToolsAutoUpgradeNotSupported(v) => Object::ToolsAutoUpgradeNotSupported(Box::new((**v).clone())),
-            Object::ToolsConfigInfo(v) => Object::ToolsConfigInfo(Box::new((**v).clone())),
-            Object::ToolsConfigInfoToolsLastInstallInfo(v) => Object::ToolsConfigInfoToolsLastInstallInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ToolsImageCopyFailed(v) => Object::ToolsImageCopyFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ToolsImageNotAvailable(v) => Object::ToolsImageNotAvailable(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ToolsImageSignatureCheckFailed(v) => Object::ToolsImageSignatureCheckFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ToolsInstallationInProgress(v) => Object::ToolsInstallationInProgress(Box::new((**v).clone())),
-            Object::ToolsUnavailable(v) => Object::ToolsUnavailable(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ToolsUpgradeCancelled(v) => Object::ToolsUpgradeCancelled(Box::new((**v).clone())),
-            Object::TransitGatewayConfigInfo(v) => Object::TransitGatewayConfigInfo(Box::new((**v).clone())),
-            Object::TransitGatewayConfigSpec(v) => Object::TransitGatewayConfigSpec(Box::new((**v).clone())),
-            Object::TransitGatewayCreateSpec(v) => Object::TransitGatewayCreateSpec(Box::new((**v).clone())),
-            Object::TraversalSpec(v) => Object::TraversalSpec(Box::new((**v).clone())),
-            Object::TypeDescription(v) => Object::TypeDescription(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -541,7 +470,7 @@ impl x::DataObject for Object {
             Object::TaskReasonSchedule(_) => "TaskReasonSchedule",
             Object::TaskReasonSystem(_) => "TaskReasonSystem",
             Object::TaskReasonUser(_) => "TaskReasonUser",
-            Object::TaskScheduler(_) => "TaskScheduler",
+            #[cfg(feature = "admin")] Object::TaskScheduler(_) => "TaskScheduler",
             #[cfg(feature = "all-events")] Object::TaskTimeoutEvent(_) => "TaskTimeoutEvent",
             #[cfg(feature = "all-events")] Object::TeamingMatchEvent(_) => "TeamingMatchEvent",
             #[cfg(feature = "all-events")] Object::TeamingMisMatchEvent(_) => "TeamingMisMatchEvent",
@@ -591,7 +520,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -624,7 +553,7 @@ impl x::DataObject for Object {
             Object::TaskReasonSchedule(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::TaskReasonSystem(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::TaskReasonUser(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::TaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::TaskTimeoutEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::TeamingMatchEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::TeamingMisMatchEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1053,7 +982,7 @@ impl x::ObjectType for TaskReasonUser {
     }
 }
 
-impl x::ObjectType for TaskScheduler {
+#[cfg(feature = "admin")] impl x::ObjectType for TaskScheduler {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -509,7 +509,7 @@ pub enum Object {
     #[cfg(feature = "all-faults")] UnsupportedGuest(Box<UnsupportedGuest>),
     #[cfg(feature = "all-faults")] UnsupportedVimApiVersion(Box<UnsupportedVimApiVersion>),
     #[cfg(feature = "all-faults")] UnsupportedVmxLocation(Box<UnsupportedVmxLocation>),
-    UntrustedCertificate(Box<UntrustedCertificate>),
+    #[cfg(feature = "admin")] UntrustedCertificate(Box<UntrustedCertificate>),
     #[cfg(feature = "all-faults")] UnusedVirtualDiskBlocksNotScrubbed(Box<UnusedVirtualDiskBlocksNotScrubbed>),
     UpdateSet(Box<UpdateSet>),
     UpdateVirtualMachineFilesResult(Box<UpdateVirtualMachineFilesResult>),
@@ -526,14 +526,14 @@ pub enum Object {
     UsbScanCodeSpecModifierType(Box<UsbScanCodeSpecModifierType>),
     #[cfg(feature = "all-events")] UserAssignedToGroup(Box<UserAssignedToGroup>),
     UserGroupProfile(Box<UserGroupProfile>),
-    UserInputRequiredParameterMetadata(Box<UserInputRequiredParameterMetadata>),
+    #[cfg(feature = "admin")] UserInputRequiredParameterMetadata(Box<UserInputRequiredParameterMetadata>),
     #[cfg(feature = "all-events")] UserLoginSessionEvent(Box<UserLoginSessionEvent>),
     #[cfg(feature = "all-events")] UserLogoutSessionEvent(Box<UserLogoutSessionEvent>),
     #[cfg(feature = "all-faults")] UserNotFound(Box<UserNotFound>),
     #[cfg(feature = "all-events")] UserPasswordChanged(Box<UserPasswordChanged>),
-    UserPrivilegeResult(Box<UserPrivilegeResult>),
+    #[cfg(feature = "admin")] UserPrivilegeResult(Box<UserPrivilegeResult>),
     UserProfile(Box<UserProfile>),
-    UserSearchResult(Box<UserSearchResult>),
+    #[cfg(feature = "admin")] UserSearchResult(Box<UserSearchResult>),
     UserSession(Box<UserSession>),
     #[cfg(feature = "all-events")] UserUnassignedFromGroup(Box<UserUnassignedFromGroup>),
     #[cfg(feature = "all-events")] UserUpgradeEvent(Box<UserUpgradeEvent>),
@@ -565,7 +565,7 @@ fn decode(
         #[cfg(feature = "all-faults")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnsupportedGuest(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnsupportedVimApiVersion(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnsupportedVmxLocation(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UntrustedCertificate(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UntrustedCertificate(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UnusedVirtualDiskBlocksNotScrubbed(v), Err(e) => return Some(Err(e)) },
         97 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UpdateSet(v), Err(e) => return Some(Err(e)) },
         109 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UpdateVirtualMachineFilesResult(v), Err(e) => return Some(Err(e)) },
@@ -582,14 +582,14 @@ fn decode(
         133 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UsbScanCodeSpecModifierType(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 134 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserAssignedToGroup(v), Err(e) => return Some(Err(e)) },
         135 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserGroupProfile(v), Err(e) => return Some(Err(e)) },
-        136 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserInputRequiredParameterMetadata(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 136 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserInputRequiredParameterMetadata(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 137 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserLoginSessionEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 138 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserLogoutSessionEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 139 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserNotFound(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 140 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserPasswordChanged(v), Err(e) => return Some(Err(e)) },
-        141 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserPrivilegeResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 141 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserPrivilegeResult(v), Err(e) => return Some(Err(e)) },
         142 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserProfile(v), Err(e) => return Some(Err(e)) },
-        143 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserSearchResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 143 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserSearchResult(v), Err(e) => return Some(Err(e)) },
         144 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserSession(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 145 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserUnassignedFromGroup(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 146 => match x::Decode::decode_boxed(r) { Ok(v) => Object::UserUpgradeEvent(v), Err(e) => return Some(Err(e)) },
@@ -615,7 +615,7 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-faults")] Object::UnsupportedGuest(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::UnsupportedVimApiVersion(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::UnsupportedVmxLocation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UntrustedCertificate(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::UntrustedCertificate(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::UnusedVirtualDiskBlocksNotScrubbed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UpdateSet(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UpdateVirtualMachineFilesResult(v) => std::fmt::Debug::fmt(&**v, f),
@@ -632,14 +632,14 @@ impl std::fmt::Debug for Object {
             Object::UsbScanCodeSpecModifierType(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::UserAssignedToGroup(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UserGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UserInputRequiredParameterMetadata(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::UserInputRequiredParameterMetadata(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::UserLoginSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::UserLogoutSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::UserNotFound(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::UserPasswordChanged(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UserPrivilegeResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::UserPrivilegeResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UserProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::UserSearchResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::UserSearchResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::UserSession(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::UserUnassignedFromGroup(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::UserUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -650,55 +650,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-faults")] Object::UnSupportedDatastoreForVFlash(v) => Object::UnSupportedDatastoreForVFlash(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UncommittedUndoableDisk(v) => Object::UncommittedUndoableDisk(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnconfiguredPropertyValue(v) => Object::UnconfiguredPropertyValue(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UncustomizableGuest(v) => Object::UncustomizableGuest(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnexpectedCustomizationFault(v) => Object::UnexpectedCustomizationFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnexpectedFault(v) => Object::UnexpectedFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UnlicensedVirtualMachinesEvent(v) => Object::UnlicensedVirtualMachinesEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UnlicensedVirtualMachinesFoundEvent(v) => Object::UnlicensedVirtualMachinesFoundEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnrecognizedHost(v) => Object::UnrecognizedHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnsharedSwapVMotionNotSupported(v) => Object::UnsharedSwapVMotionNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnsupportedDatastore(v) => Object::UnsupportedDatastore(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnsupportedGuest(v) => Object::UnsupportedGuest(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnsupportedVimApiVersion(v) => Object::UnsupportedVimApiVersion(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnsupportedVmxLocation(v) => Object::UnsupportedVmxLocation(Box::new((**v).clone())),
-            Object::UntrustedCertificate(v) => Object::UntrustedCertificate(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnusedVirtualDiskBlocksNotScrubbed(v) => Object::UnusedVirtualDiskBlocksNotScrubbed(Box::new((**v).clone())),
-            Object::UpdateSet(v) => Object::UpdateSet(Box::new((**v).clone())),
-            Object::UpdateVirtualMachineFilesResult(v) => Object::UpdateVirtualMachineFilesResult(Box::new((**v).clone())),
-            Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UpdatedAgentBeingRestartedEvent(v) => Object::UpdatedAgentBeingRestartedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UpgradeEvent(v) => Object::UpgradeEvent(Box::new((**v).clone())),
-            Object::UpgradePolicy(v) => Object::UpgradePolicy(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UplinkPortMtuNotSupportEvent(v) => Object::UplinkPortMtuNotSupportEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UplinkPortMtuSupportEvent(v) => Object::UplinkPortMtuSupportEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UplinkPortVlanTrunkedEvent(v) => Object::UplinkPortVlanTrunkedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UplinkPortVlanUntrunkedEvent(v) => Object::UplinkPortVlanUntrunkedEvent(Box::new((**v).clone())),
-            Object::UsbScanCodeSpec(v) => Object::UsbScanCodeSpec(Box::new((**v).clone())),
-            Object::UsbScanCodeSpecKeyEvent(v) => Object::UsbScanCodeSpecKeyEvent(Box::new((**v).clone())),
-            Object::UsbScanCodeSpecModifierType(v) => Object::UsbScanCodeSpecModifierType(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UserAssignedToGroup(v) => Object::UserAssignedToGroup(Box::new((**v).clone())),
-            Object::UserGroupProfile(v) => Object::UserGroupProfile(Box::new((**v).clone())),
-            Object::UserInputRequiredParameterMetadata(v) => Object::UserInputRequiredParameterMetadata(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UserLoginSessionEvent(v) => Object::UserLoginSessionEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UserLogoutSessionEvent(v) => Object::UserLogoutSessionEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UserNotFound(v) => Object::UserNotFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UserPasswordChanged(v) => Object::UserPasswordChanged(Box::new((**v).clone())),
-            Object::UserPrivilegeResult(v) => Object::UserPrivilegeResult(Box::new((**v).clone())),
-            Object::UserProfile(v) => Object::UserProfile(Box::new((**v).clone())),
-            Object::UserSearchResult(v) => Object::UserSearchResult(Box::new((**v).clone())),
-            Object::UserSession(v) => Object::UserSession(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UserUnassignedFromGroup(v) => Object::UserUnassignedFromGroup(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UserUpgradeEvent(v) => Object::UserUpgradeEvent(Box::new((**v).clone())),
-        }
     }
 }
 
@@ -719,7 +670,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::UnsupportedGuest(_) => "UnsupportedGuest",
             #[cfg(feature = "all-faults")] Object::UnsupportedVimApiVersion(_) => "UnsupportedVimApiVersion",
             #[cfg(feature = "all-faults")] Object::UnsupportedVmxLocation(_) => "UnsupportedVmxLocation",
-            Object::UntrustedCertificate(_) => "UntrustedCertificate",
+            #[cfg(feature = "admin")] Object::UntrustedCertificate(_) => "UntrustedCertificate",
             #[cfg(feature = "all-faults")] Object::UnusedVirtualDiskBlocksNotScrubbed(_) => "UnusedVirtualDiskBlocksNotScrubbed",
             Object::UpdateSet(_) => "UpdateSet",
             Object::UpdateVirtualMachineFilesResult(_) => "UpdateVirtualMachineFilesResult",
@@ -736,14 +687,14 @@ impl x::DataObject for Object {
             Object::UsbScanCodeSpecModifierType(_) => "UsbScanCodeSpecModifierType",
             #[cfg(feature = "all-events")] Object::UserAssignedToGroup(_) => "UserAssignedToGroup",
             Object::UserGroupProfile(_) => "UserGroupProfile",
-            Object::UserInputRequiredParameterMetadata(_) => "UserInputRequiredParameterMetadata",
+            #[cfg(feature = "admin")] Object::UserInputRequiredParameterMetadata(_) => "UserInputRequiredParameterMetadata",
             #[cfg(feature = "all-events")] Object::UserLoginSessionEvent(_) => "UserLoginSessionEvent",
             #[cfg(feature = "all-events")] Object::UserLogoutSessionEvent(_) => "UserLogoutSessionEvent",
             #[cfg(feature = "all-faults")] Object::UserNotFound(_) => "UserNotFound",
             #[cfg(feature = "all-events")] Object::UserPasswordChanged(_) => "UserPasswordChanged",
-            Object::UserPrivilegeResult(_) => "UserPrivilegeResult",
+            #[cfg(feature = "admin")] Object::UserPrivilegeResult(_) => "UserPrivilegeResult",
             Object::UserProfile(_) => "UserProfile",
-            Object::UserSearchResult(_) => "UserSearchResult",
+            #[cfg(feature = "admin")] Object::UserSearchResult(_) => "UserSearchResult",
             Object::UserSession(_) => "UserSession",
             #[cfg(feature = "all-events")] Object::UserUnassignedFromGroup(_) => "UserUnassignedFromGroup",
             #[cfg(feature = "all-events")] Object::UserUpgradeEvent(_) => "UserUpgradeEvent",
@@ -757,7 +708,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -780,7 +731,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::UnsupportedGuest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::UnsupportedVimApiVersion(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::UnsupportedVmxLocation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UntrustedCertificate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::UntrustedCertificate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::UnusedVirtualDiskBlocksNotScrubbed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UpdateSet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UpdateVirtualMachineFilesResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -797,14 +748,14 @@ impl x::DataObject for Object {
             Object::UsbScanCodeSpecModifierType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::UserAssignedToGroup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UserGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UserInputRequiredParameterMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::UserInputRequiredParameterMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::UserLoginSessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::UserLogoutSessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::UserNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::UserPasswordChanged(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UserPrivilegeResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::UserPrivilegeResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UserProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::UserSearchResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::UserSearchResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::UserSession(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::UserUnassignedFromGroup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::UserUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1037,7 +988,7 @@ impl x::DataObject for Object {
     }
 }
 
-impl x::ObjectType for UntrustedCertificate {
+#[cfg(feature = "admin")] impl x::ObjectType for UntrustedCertificate {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1309,7 +1260,7 @@ impl x::ObjectType for UserGroupProfile {
     }
 }
 
-impl x::ObjectType for UserInputRequiredParameterMetadata {
+#[cfg(feature = "admin")] impl x::ObjectType for UserInputRequiredParameterMetadata {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1389,7 +1340,7 @@ impl x::ObjectType for UserInputRequiredParameterMetadata {
     }
 }
 
-impl x::ObjectType for UserPrivilegeResult {
+#[cfg(feature = "admin")] impl x::ObjectType for UserPrivilegeResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1421,7 +1372,7 @@ impl x::ObjectType for UserProfile {
     }
 }
 
-impl x::ObjectType for UserSearchResult {
+#[cfg(feature = "admin")] impl x::ObjectType for UserSearchResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -551,83 +551,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::VASAStorageArray(v) => Object::VASAStorageArray(Box::new((**v).clone())),
-            Object::VASAStorageArrayDiscoveryFcTransport(v) => Object::VASAStorageArrayDiscoveryFcTransport(Box::new((**v).clone())),
-            Object::VASAStorageArrayDiscoveryIpTransport(v) => Object::VASAStorageArrayDiscoveryIpTransport(Box::new((**v).clone())),
-            Object::VASAStorageArrayDiscoverySvcInfo(v) => Object::VASAStorageArrayDiscoverySvcInfo(Box::new((**v).clone())),
-            Object::VAppAutoStartAction(v) => Object::VAppAutoStartAction(Box::new((**v).clone())),
-            Object::VAppCloneSpec(v) => Object::VAppCloneSpec(Box::new((**v).clone())),
-            Object::VAppCloneSpecNetworkMappingPair(v) => Object::VAppCloneSpecNetworkMappingPair(Box::new((**v).clone())),
-            Object::VAppCloneSpecProvisioningType(v) => Object::VAppCloneSpecProvisioningType(Box::new((**v).clone())),
-            Object::VAppCloneSpecResourceMap(v) => Object::VAppCloneSpecResourceMap(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VAppConfigFault(v) => Object::VAppConfigFault(Box::new((**v).clone())),
-            Object::VAppConfigInfo(v) => Object::VAppConfigInfo(Box::new((**v).clone())),
-            Object::VAppConfigSpec(v) => Object::VAppConfigSpec(Box::new((**v).clone())),
-            Object::VAppEntityConfigInfo(v) => Object::VAppEntityConfigInfo(Box::new((**v).clone())),
-            Object::VAppIPAssignmentInfo(v) => Object::VAppIPAssignmentInfo(Box::new((**v).clone())),
-            Object::VAppIPAssignmentInfoAllocationSchemes(v) => Object::VAppIPAssignmentInfoAllocationSchemes(Box::new((**v).clone())),
-            Object::VAppIPAssignmentInfoIpAllocationPolicy(v) => Object::VAppIPAssignmentInfoIpAllocationPolicy(Box::new((**v).clone())),
-            Object::VAppIPAssignmentInfoProtocols(v) => Object::VAppIPAssignmentInfoProtocols(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VAppNotRunning(v) => Object::VAppNotRunning(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VAppOperationInProgress(v) => Object::VAppOperationInProgress(Box::new((**v).clone())),
-            Object::VAppOvfSectionInfo(v) => Object::VAppOvfSectionInfo(Box::new((**v).clone())),
-            Object::VAppOvfSectionSpec(v) => Object::VAppOvfSectionSpec(Box::new((**v).clone())),
-            Object::VAppProductInfo(v) => Object::VAppProductInfo(Box::new((**v).clone())),
-            Object::VAppProductSpec(v) => Object::VAppProductSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VAppPropertyFault(v) => Object::VAppPropertyFault(Box::new((**v).clone())),
-            Object::VAppPropertyInfo(v) => Object::VAppPropertyInfo(Box::new((**v).clone())),
-            Object::VAppPropertySpec(v) => Object::VAppPropertySpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VAppTaskInProgress(v) => Object::VAppTaskInProgress(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VFlashCacheHotConfigNotSupported(v) => Object::VFlashCacheHotConfigNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VFlashModuleNotSupported(v) => Object::VFlashModuleNotSupported(Box::new((**v).clone())),
-            Object::VFlashModuleNotSupportedReason(v) => Object::VFlashModuleNotSupportedReason(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VFlashModuleVersionIncompatible(v) => Object::VFlashModuleVersionIncompatible(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VMFSDatastoreCreatedEvent(v) => Object::VMFSDatastoreCreatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VMFSDatastoreExpandedEvent(v) => Object::VMFSDatastoreExpandedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VMFSDatastoreExtendedEvent(v) => Object::VMFSDatastoreExtendedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VMINotSupported(v) => Object::VMINotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VMOnConflictDVPort(v) => Object::VMOnConflictDVPort(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VMOnVirtualIntranet(v) => Object::VMOnVirtualIntranet(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VMotionAcrossNetworkNotSupported(v) => Object::VMotionAcrossNetworkNotSupported(Box::new((**v).clone())),
-            Object::VMotionCompatibilityType(v) => Object::VMotionCompatibilityType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VMotionInterfaceIssue(v) => Object::VMotionInterfaceIssue(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VMotionLicenseExpiredEvent(v) => Object::VMotionLicenseExpiredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VMotionLinkCapacityLow(v) => Object::VMotionLinkCapacityLow(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VMotionLinkDown(v) => Object::VMotionLinkDown(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VMotionNotConfigured(v) => Object::VMotionNotConfigured(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VMotionNotLicensed(v) => Object::VMotionNotLicensed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VMotionNotSupported(v) => Object::VMotionNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VMotionProtocolIncompatible(v) => Object::VMotionProtocolIncompatible(Box::new((**v).clone())),
-            Object::VMwareDVSConfigInfo(v) => Object::VMwareDVSConfigInfo(Box::new((**v).clone())),
-            Object::VMwareDVSConfigSpec(v) => Object::VMwareDVSConfigSpec(Box::new((**v).clone())),
-            Object::VMwareDVSFeatureCapability(v) => Object::VMwareDVSFeatureCapability(Box::new((**v).clone())),
-            Object::VMwareDVSHealthCheckCapability(v) => Object::VMwareDVSHealthCheckCapability(Box::new((**v).clone())),
-            Object::VMwareDVSHealthCheckConfig(v) => Object::VMwareDVSHealthCheckConfig(Box::new((**v).clone())),
-            Object::VMwareDVSMtuHealthCheckResult(v) => Object::VMwareDVSMtuHealthCheckResult(Box::new((**v).clone())),
-            Object::VMwareDVSPortSetting(v) => Object::VMwareDVSPortSetting(Box::new((**v).clone())),
-            Object::VMwareDVSPortgroupPolicy(v) => Object::VMwareDVSPortgroupPolicy(Box::new((**v).clone())),
-            Object::VMwareDVSPvlanConfigSpec(v) => Object::VMwareDVSPvlanConfigSpec(Box::new((**v).clone())),
-            Object::VMwareDVSPvlanMapEntry(v) => Object::VMwareDVSPvlanMapEntry(Box::new((**v).clone())),
-            Object::VMwareDVSTeamingHealthCheckConfig(v) => Object::VMwareDVSTeamingHealthCheckConfig(Box::new((**v).clone())),
-            Object::VMwareDVSTeamingHealthCheckResult(v) => Object::VMwareDVSTeamingHealthCheckResult(Box::new((**v).clone())),
-            Object::VMwareDVSTeamingMatchStatus(v) => Object::VMwareDVSTeamingMatchStatus(Box::new((**v).clone())),
-            Object::VMwareDVSVlanHealthCheckResult(v) => Object::VMwareDVSVlanHealthCheckResult(Box::new((**v).clone())),
-            Object::VMwareDVSVlanMtuHealthCheckConfig(v) => Object::VMwareDVSVlanMtuHealthCheckConfig(Box::new((**v).clone())),
-            Object::VMwareDVSVspanCapability(v) => Object::VMwareDVSVspanCapability(Box::new((**v).clone())),
-            Object::VMwareDVSVspanConfigSpec(v) => Object::VMwareDVSVspanConfigSpec(Box::new((**v).clone())),
-            Object::VMwareDVSVspanSessionEncapType(v) => Object::VMwareDVSVspanSessionEncapType(Box::new((**v).clone())),
-            Object::VMwareDVSVspanSessionType(v) => Object::VMwareDVSVspanSessionType(Box::new((**v).clone())),
-            Object::VMwareDvsDpuCapability(v) => Object::VMwareDvsDpuCapability(Box::new((**v).clone())),
-            Object::VMwareDvsIpfixCapability(v) => Object::VMwareDvsIpfixCapability(Box::new((**v).clone())),
-            Object::VMwareDvsLacpApiVersion(v) => Object::VMwareDvsLacpApiVersion(Box::new((**v).clone())),
-            Object::VMwareDvsLacpCapability(v) => Object::VMwareDvsLacpCapability(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -711,7 +634,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

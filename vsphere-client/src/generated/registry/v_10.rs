@@ -486,90 +486,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-events")] Object::VmEmigratingEvent(v) => Object::VmEmigratingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmEndRecordingEvent(v) => Object::VmEndRecordingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmEndReplayingEvent(v) => Object::VmEndReplayingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmEvent(v) => Object::VmEvent(Box::new((**v).clone())),
-            Object::VmEventArgument(v) => Object::VmEventArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmFailedMigrateEvent(v) => Object::VmFailedMigrateEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmFailedRelayoutEvent(v) => Object::VmFailedRelayoutEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => Object::VmFailedRelayoutOnVmfs2DatastoreEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmFailedStartingSecondaryEvent(v) => Object::VmFailedStartingSecondaryEvent(Box::new((**v).clone())),
-            Object::VmFailedStartingSecondaryEventFailureReason(v) => Object::VmFailedStartingSecondaryEventFailureReason(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmFailedToPowerOffEvent(v) => Object::VmFailedToPowerOffEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmFailedToPowerOnEvent(v) => Object::VmFailedToPowerOnEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmFailedToRebootGuestEvent(v) => Object::VmFailedToRebootGuestEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmFailedToResetEvent(v) => Object::VmFailedToResetEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmFailedToShutdownGuestEvent(v) => Object::VmFailedToShutdownGuestEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmFailedToStandbyGuestEvent(v) => Object::VmFailedToStandbyGuestEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmFailedToSuspendEvent(v) => Object::VmFailedToSuspendEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmFailedUpdatingSecondaryConfig(v) => Object::VmFailedUpdatingSecondaryConfig(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmFailoverFailed(v) => Object::VmFailoverFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmFaultToleranceConfigIssue(v) => Object::VmFaultToleranceConfigIssue(Box::new((**v).clone())),
-            Object::VmFaultToleranceConfigIssueReasonForIssue(v) => Object::VmFaultToleranceConfigIssueReasonForIssue(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmFaultToleranceConfigIssueWrapper(v) => Object::VmFaultToleranceConfigIssueWrapper(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmFaultToleranceInvalidFileBacking(v) => Object::VmFaultToleranceInvalidFileBacking(Box::new((**v).clone())),
-            Object::VmFaultToleranceInvalidFileBackingDeviceType(v) => Object::VmFaultToleranceInvalidFileBackingDeviceType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmFaultToleranceIssue(v) => Object::VmFaultToleranceIssue(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmFaultToleranceOpIssuesList(v) => Object::VmFaultToleranceOpIssuesList(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmFaultToleranceStateChangedEvent(v) => Object::VmFaultToleranceStateChangedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmFaultToleranceTooManyFtVcpusOnHost(v) => Object::VmFaultToleranceTooManyFtVcpusOnHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmFaultToleranceTooManyVMsOnHost(v) => Object::VmFaultToleranceTooManyVMsOnHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmFaultToleranceTurnedOffEvent(v) => Object::VmFaultToleranceTurnedOffEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmFaultToleranceVmTerminatedEvent(v) => Object::VmFaultToleranceVmTerminatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmGuestOSCrashedEvent(v) => Object::VmGuestOSCrashedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmGuestRebootEvent(v) => Object::VmGuestRebootEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmGuestShutdownEvent(v) => Object::VmGuestShutdownEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmGuestStandbyEvent(v) => Object::VmGuestStandbyEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmHealthMonitoringStateChangedEvent(v) => Object::VmHealthMonitoringStateChangedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmHostAffinityRuleViolation(v) => Object::VmHostAffinityRuleViolation(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmInstanceUuidAssignedEvent(v) => Object::VmInstanceUuidAssignedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmInstanceUuidChangedEvent(v) => Object::VmInstanceUuidChangedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmInstanceUuidConflictEvent(v) => Object::VmInstanceUuidConflictEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmLimitLicense(v) => Object::VmLimitLicense(Box::new((**v).clone())),
-            Object::VmLogFileInfo(v) => Object::VmLogFileInfo(Box::new((**v).clone())),
-            Object::VmLogFileQuery(v) => Object::VmLogFileQuery(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmMacAssignedEvent(v) => Object::VmMacAssignedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmMacChangedEvent(v) => Object::VmMacChangedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmMacConflictEvent(v) => Object::VmMacConflictEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmMaxFTRestartCountReached(v) => Object::VmMaxFTRestartCountReached(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmMaxRestartCountReached(v) => Object::VmMaxRestartCountReached(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmMessageErrorEvent(v) => Object::VmMessageErrorEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmMessageEvent(v) => Object::VmMessageEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmMessageWarningEvent(v) => Object::VmMessageWarningEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmMetadataManagerFault(v) => Object::VmMetadataManagerFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmMigratedEvent(v) => Object::VmMigratedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmMonitorIncompatibleForFaultTolerance(v) => Object::VmMonitorIncompatibleForFaultTolerance(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmNoCompatibleHostForSecondaryEvent(v) => Object::VmNoCompatibleHostForSecondaryEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmNoNetworkAccessEvent(v) => Object::VmNoNetworkAccessEvent(Box::new((**v).clone())),
-            Object::VmNvramFileInfo(v) => Object::VmNvramFileInfo(Box::new((**v).clone())),
-            Object::VmNvramFileQuery(v) => Object::VmNvramFileQuery(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmOrphanedEvent(v) => Object::VmOrphanedEvent(Box::new((**v).clone())),
-            Object::VmPlacementPolicy(v) => Object::VmPlacementPolicy(Box::new((**v).clone())),
-            Object::VmPlacementPolicyVmPlacementPolicyStrictness(v) => Object::VmPlacementPolicyVmPlacementPolicyStrictness(Box::new((**v).clone())),
-            Object::VmPlacementPolicyVmPlacementPolicyTopology(v) => Object::VmPlacementPolicyVmPlacementPolicyTopology(Box::new((**v).clone())),
-            Object::VmPodConfigForPlacement(v) => Object::VmPodConfigForPlacement(Box::new((**v).clone())),
-            Object::VmPortGroupProfile(v) => Object::VmPortGroupProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmPowerOffOnIsolationEvent(v) => Object::VmPowerOffOnIsolationEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmPowerOnDisabled(v) => Object::VmPowerOnDisabled(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmPoweredOffEvent(v) => Object::VmPoweredOffEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmPoweredOnEvent(v) => Object::VmPoweredOnEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmPoweringOnWithCustomizedDVPortEvent(v) => Object::VmPoweringOnWithCustomizedDVPortEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmPrimaryFailoverEvent(v) => Object::VmPrimaryFailoverEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmReconfiguredEvent(v) => Object::VmReconfiguredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmRegisteredEvent(v) => Object::VmRegisteredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmRelayoutSuccessfulEvent(v) => Object::VmRelayoutSuccessfulEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmRelayoutUpToDateEvent(v) => Object::VmRelayoutUpToDateEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmReloadFromPathEvent(v) => Object::VmReloadFromPathEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmReloadFromPathFailedEvent(v) => Object::VmReloadFromPathFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmRelocateFailedEvent(v) => Object::VmRelocateFailedEvent(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -660,7 +576,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

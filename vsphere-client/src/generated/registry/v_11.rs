@@ -260,7 +260,7 @@ pub enum Object {
     #[cfg(feature = "all-events")] VmWwnConflictEvent(Box<VmWwnConflictEvent>),
     #[cfg(feature = "all-faults")] VmfsAlreadyMounted(Box<VmfsAlreadyMounted>),
     #[cfg(feature = "all-faults")] VmfsAmbiguousMount(Box<VmfsAmbiguousMount>),
-    VmfsConfigOption(Box<VmfsConfigOption>),
+    #[cfg(feature = "admin")] VmfsConfigOption(Box<VmfsConfigOption>),
     VmfsDatastoreAllExtentOption(Box<VmfsDatastoreAllExtentOption>),
     VmfsDatastoreBaseOption(Box<VmfsDatastoreBaseOption>),
     VmfsDatastoreCreateSpec(Box<VmfsDatastoreCreateSpec>),
@@ -353,7 +353,7 @@ fn decode(
         #[cfg(feature = "all-events")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmWwnConflictEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsAlreadyMounted(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsAmbiguousMount(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsConfigOption(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsConfigOption(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsDatastoreAllExtentOption(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsDatastoreBaseOption(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsDatastoreCreateSpec(v), Err(e) => return Some(Err(e)) },
@@ -440,7 +440,7 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::VmWwnConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::VmfsAlreadyMounted(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::VmfsAmbiguousMount(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmfsConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VmfsConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmfsDatastoreAllExtentOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmfsDatastoreBaseOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmfsDatastoreCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -475,92 +475,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-events")] Object::VmRelocateSpecEvent(v) => Object::VmRelocateSpecEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmRelocatedEvent(v) => Object::VmRelocatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmRemoteConsoleConnectedEvent(v) => Object::VmRemoteConsoleConnectedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmRemoteConsoleDisconnectedEvent(v) => Object::VmRemoteConsoleDisconnectedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmRemovedEvent(v) => Object::VmRemovedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmRenamedEvent(v) => Object::VmRenamedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmRequirementsExceedCurrentEVCModeEvent(v) => Object::VmRequirementsExceedCurrentEVCModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmResettingEvent(v) => Object::VmResettingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmResourcePoolMovedEvent(v) => Object::VmResourcePoolMovedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmResourceReallocatedEvent(v) => Object::VmResourceReallocatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmRestartedOnAlternateHostEvent(v) => Object::VmRestartedOnAlternateHostEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmResumingEvent(v) => Object::VmResumingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmSecondaryAddedEvent(v) => Object::VmSecondaryAddedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmSecondaryDisabledBySystemEvent(v) => Object::VmSecondaryDisabledBySystemEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmSecondaryDisabledEvent(v) => Object::VmSecondaryDisabledEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmSecondaryEnabledEvent(v) => Object::VmSecondaryEnabledEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmSecondaryStartedEvent(v) => Object::VmSecondaryStartedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmShutdownOnIsolationEvent(v) => Object::VmShutdownOnIsolationEvent(Box::new((**v).clone())),
-            Object::VmShutdownOnIsolationEventOperation(v) => Object::VmShutdownOnIsolationEventOperation(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmSmpFaultToleranceTooManyVMsOnHost(v) => Object::VmSmpFaultToleranceTooManyVMsOnHost(Box::new((**v).clone())),
-            Object::VmSnapshotFileInfo(v) => Object::VmSnapshotFileInfo(Box::new((**v).clone())),
-            Object::VmSnapshotFileQuery(v) => Object::VmSnapshotFileQuery(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmStartRecordingEvent(v) => Object::VmStartRecordingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmStartReplayingEvent(v) => Object::VmStartReplayingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmStartingEvent(v) => Object::VmStartingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmStartingSecondaryEvent(v) => Object::VmStartingSecondaryEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmStaticMacConflictEvent(v) => Object::VmStaticMacConflictEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmStoppingEvent(v) => Object::VmStoppingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmSuspendedEvent(v) => Object::VmSuspendedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmSuspendingEvent(v) => Object::VmSuspendingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmTimedoutStartingSecondaryEvent(v) => Object::VmTimedoutStartingSecondaryEvent(Box::new((**v).clone())),
-            Object::VmToVmGroupsAntiAffinity(v) => Object::VmToVmGroupsAntiAffinity(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmToolsUpgradeFault(v) => Object::VmToolsUpgradeFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmUnsupportedStartingEvent(v) => Object::VmUnsupportedStartingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmUpgradeCompleteEvent(v) => Object::VmUpgradeCompleteEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmUpgradeFailedEvent(v) => Object::VmUpgradeFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmUpgradingEvent(v) => Object::VmUpgradingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmUuidAssignedEvent(v) => Object::VmUuidAssignedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmUuidChangedEvent(v) => Object::VmUuidChangedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmUuidConflictEvent(v) => Object::VmUuidConflictEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmValidateMaxDevice(v) => Object::VmValidateMaxDevice(Box::new((**v).clone())),
-            Object::VmVmAffinity(v) => Object::VmVmAffinity(Box::new((**v).clone())),
-            Object::VmVmAntiAffinity(v) => Object::VmVmAntiAffinity(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmVnicPoolReservationViolationClearEvent(v) => Object::VmVnicPoolReservationViolationClearEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmVnicPoolReservationViolationRaiseEvent(v) => Object::VmVnicPoolReservationViolationRaiseEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmWwnAssignedEvent(v) => Object::VmWwnAssignedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmWwnChangedEvent(v) => Object::VmWwnChangedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmWwnConflict(v) => Object::VmWwnConflict(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmWwnConflictEvent(v) => Object::VmWwnConflictEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmfsAlreadyMounted(v) => Object::VmfsAlreadyMounted(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmfsAmbiguousMount(v) => Object::VmfsAmbiguousMount(Box::new((**v).clone())),
-            Object::VmfsConfigOption(v) => Object::VmfsConfigOption(Box::new((**v).clone())),
-            Object::VmfsDatastoreAllExtentOption(v) => Object::VmfsDatastoreAllExtentOption(Box::new((**v).clone())),
-            Object::VmfsDatastoreBaseOption(v) => Object::VmfsDatastoreBaseOption(Box::new((**v).clone())),
-            Object::VmfsDatastoreCreateSpec(v) => Object::VmfsDatastoreCreateSpec(Box::new((**v).clone())),
-            Object::VmfsDatastoreExpandSpec(v) => Object::VmfsDatastoreExpandSpec(Box::new((**v).clone())),
-            Object::VmfsDatastoreExtendSpec(v) => Object::VmfsDatastoreExtendSpec(Box::new((**v).clone())),
-            Object::VmfsDatastoreInfo(v) => Object::VmfsDatastoreInfo(Box::new((**v).clone())),
-            Object::VmfsDatastoreMultipleExtentOption(v) => Object::VmfsDatastoreMultipleExtentOption(Box::new((**v).clone())),
-            Object::VmfsDatastoreOption(v) => Object::VmfsDatastoreOption(Box::new((**v).clone())),
-            Object::VmfsDatastoreSingleExtentOption(v) => Object::VmfsDatastoreSingleExtentOption(Box::new((**v).clone())),
-            Object::VmfsDatastoreSpec(v) => Object::VmfsDatastoreSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmfsMountFault(v) => Object::VmfsMountFault(Box::new((**v).clone())),
-            Object::VmfsUnmapBandwidthSpec(v) => Object::VmfsUnmapBandwidthSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmotionInterfaceNotEnabled(v) => Object::VmotionInterfaceNotEnabled(Box::new((**v).clone())),
-            Object::VmwareDistributedVirtualSwitchDpuFailoverPolicy(v) => Object::VmwareDistributedVirtualSwitchDpuFailoverPolicy(Box::new((**v).clone())),
-            Object::VmwareDistributedVirtualSwitchNetworkOffloadConfig(v) => Object::VmwareDistributedVirtualSwitchNetworkOffloadConfig(Box::new((**v).clone())),
-            Object::VmwareDistributedVirtualSwitchPvlanPortType(v) => Object::VmwareDistributedVirtualSwitchPvlanPortType(Box::new((**v).clone())),
-            Object::VmwareDistributedVirtualSwitchPvlanSpec(v) => Object::VmwareDistributedVirtualSwitchPvlanSpec(Box::new((**v).clone())),
-            Object::VmwareDistributedVirtualSwitchRealTimeConfig(v) => Object::VmwareDistributedVirtualSwitchRealTimeConfig(Box::new((**v).clone())),
-            Object::VmwareDistributedVirtualSwitchRealTimeLanAnnotation(v) => Object::VmwareDistributedVirtualSwitchRealTimeLanAnnotation(Box::new((**v).clone())),
-            Object::VmwareDistributedVirtualSwitchTrunkVlanSpec(v) => Object::VmwareDistributedVirtualSwitchTrunkVlanSpec(Box::new((**v).clone())),
-            Object::VmwareDistributedVirtualSwitchVlanIdSpec(v) => Object::VmwareDistributedVirtualSwitchVlanIdSpec(Box::new((**v).clone())),
-            Object::VmwareDistributedVirtualSwitchVlanSpec(v) => Object::VmwareDistributedVirtualSwitchVlanSpec(Box::new((**v).clone())),
-            Object::VmwareUplinkPortTeamingPolicy(v) => Object::VmwareUplinkPortTeamingPolicy(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VnicPortArgument(v) => Object::VnicPortArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VolumeEditorError(v) => Object::VolumeEditorError(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VramLimitLicense(v) => Object::VramLimitLicense(Box::new((**v).clone())),
-            Object::VsanClusterConfigInfo(v) => Object::VsanClusterConfigInfo(Box::new((**v).clone())),
-        }
     }
 }
 
@@ -618,7 +532,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::VmWwnConflictEvent(_) => "VmWwnConflictEvent",
             #[cfg(feature = "all-faults")] Object::VmfsAlreadyMounted(_) => "VmfsAlreadyMounted",
             #[cfg(feature = "all-faults")] Object::VmfsAmbiguousMount(_) => "VmfsAmbiguousMount",
-            Object::VmfsConfigOption(_) => "VmfsConfigOption",
+            #[cfg(feature = "admin")] Object::VmfsConfigOption(_) => "VmfsConfigOption",
             Object::VmfsDatastoreAllExtentOption(_) => "VmfsDatastoreAllExtentOption",
             Object::VmfsDatastoreBaseOption(_) => "VmfsDatastoreBaseOption",
             Object::VmfsDatastoreCreateSpec(_) => "VmfsDatastoreCreateSpec",
@@ -656,7 +570,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -716,7 +630,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::VmWwnConflictEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::VmfsAlreadyMounted(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::VmfsAmbiguousMount(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmfsConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VmfsConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmfsDatastoreAllExtentOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmfsDatastoreBaseOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmfsDatastoreCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1565,7 +1479,7 @@ impl x::ObjectType for VmVmAntiAffinity {
     }
 }
 
-impl x::ObjectType for VmfsConfigOption {
+#[cfg(feature = "admin")] impl x::ObjectType for VmfsConfigOption {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -273,9 +273,9 @@ pub enum Object {
     #[cfg(feature = "all-faults")] VsanDiskFault(Box<VsanDiskFault>),
     VsanDiskIssueType(Box<VsanDiskIssueType>),
     #[cfg(feature = "all-faults")] VsanFault(Box<VsanFault>),
-    VsanHostClusterStatus(Box<VsanHostClusterStatus>),
-    VsanHostClusterStatusState(Box<VsanHostClusterStatusState>),
-    VsanHostClusterStatusStateCompletionEstimate(Box<VsanHostClusterStatusStateCompletionEstimate>),
+    #[cfg(feature = "admin")] VsanHostClusterStatus(Box<VsanHostClusterStatus>),
+    #[cfg(feature = "admin")] VsanHostClusterStatusState(Box<VsanHostClusterStatusState>),
+    #[cfg(feature = "admin")] VsanHostClusterStatusStateCompletionEstimate(Box<VsanHostClusterStatusStateCompletionEstimate>),
     VsanHostConfigInfo(Box<VsanHostConfigInfo>),
     VsanHostConfigInfoClusterInfo(Box<VsanHostConfigInfoClusterInfo>),
     VsanHostConfigInfoNetworkInfo(Box<VsanHostConfigInfoNetworkInfo>),
@@ -297,27 +297,27 @@ pub enum Object {
     VsanHostRuntimeInfoDiskIssue(Box<VsanHostRuntimeInfoDiskIssue>),
     VsanHostVsanDiskInfo(Box<VsanHostVsanDiskInfo>),
     #[cfg(feature = "all-faults")] VsanIncompatibleDiskMapping(Box<VsanIncompatibleDiskMapping>),
-    VsanNewPolicyBatch(Box<VsanNewPolicyBatch>),
-    VsanPolicyChangeBatch(Box<VsanPolicyChangeBatch>),
-    VsanPolicyCost(Box<VsanPolicyCost>),
-    VsanPolicySatisfiability(Box<VsanPolicySatisfiability>),
-    VsanUpgradeSystemAPIBrokenIssue(Box<VsanUpgradeSystemAPIBrokenIssue>),
-    VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(Box<VsanUpgradeSystemAutoClaimEnabledOnHostsIssue>),
-    VsanUpgradeSystemHostsDisconnectedIssue(Box<VsanUpgradeSystemHostsDisconnectedIssue>),
-    VsanUpgradeSystemMissingHostsInClusterIssue(Box<VsanUpgradeSystemMissingHostsInClusterIssue>),
-    VsanUpgradeSystemNetworkPartitionInfo(Box<VsanUpgradeSystemNetworkPartitionInfo>),
-    VsanUpgradeSystemNetworkPartitionIssue(Box<VsanUpgradeSystemNetworkPartitionIssue>),
-    VsanUpgradeSystemNotEnoughFreeCapacityIssue(Box<VsanUpgradeSystemNotEnoughFreeCapacityIssue>),
-    VsanUpgradeSystemPreflightCheckIssue(Box<VsanUpgradeSystemPreflightCheckIssue>),
-    VsanUpgradeSystemPreflightCheckResult(Box<VsanUpgradeSystemPreflightCheckResult>),
-    VsanUpgradeSystemRogueHostsInClusterIssue(Box<VsanUpgradeSystemRogueHostsInClusterIssue>),
-    VsanUpgradeSystemUpgradeHistoryDiskGroupOp(Box<VsanUpgradeSystemUpgradeHistoryDiskGroupOp>),
+    #[cfg(feature = "admin")] VsanNewPolicyBatch(Box<VsanNewPolicyBatch>),
+    #[cfg(feature = "admin")] VsanPolicyChangeBatch(Box<VsanPolicyChangeBatch>),
+    #[cfg(feature = "admin")] VsanPolicyCost(Box<VsanPolicyCost>),
+    #[cfg(feature = "admin")] VsanPolicySatisfiability(Box<VsanPolicySatisfiability>),
+    #[cfg(feature = "admin")] VsanUpgradeSystemAPIBrokenIssue(Box<VsanUpgradeSystemAPIBrokenIssue>),
+    #[cfg(feature = "admin")] VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(Box<VsanUpgradeSystemAutoClaimEnabledOnHostsIssue>),
+    #[cfg(feature = "admin")] VsanUpgradeSystemHostsDisconnectedIssue(Box<VsanUpgradeSystemHostsDisconnectedIssue>),
+    #[cfg(feature = "admin")] VsanUpgradeSystemMissingHostsInClusterIssue(Box<VsanUpgradeSystemMissingHostsInClusterIssue>),
+    #[cfg(feature = "admin")] VsanUpgradeSystemNetworkPartitionInfo(Box<VsanUpgradeSystemNetworkPartitionInfo>),
+    #[cfg(feature = "admin")] VsanUpgradeSystemNetworkPartitionIssue(Box<VsanUpgradeSystemNetworkPartitionIssue>),
+    #[cfg(feature = "admin")] VsanUpgradeSystemNotEnoughFreeCapacityIssue(Box<VsanUpgradeSystemNotEnoughFreeCapacityIssue>),
+    #[cfg(feature = "admin")] VsanUpgradeSystemPreflightCheckIssue(Box<VsanUpgradeSystemPreflightCheckIssue>),
+    #[cfg(feature = "admin")] VsanUpgradeSystemPreflightCheckResult(Box<VsanUpgradeSystemPreflightCheckResult>),
+    #[cfg(feature = "admin")] VsanUpgradeSystemRogueHostsInClusterIssue(Box<VsanUpgradeSystemRogueHostsInClusterIssue>),
+    #[cfg(feature = "admin")] VsanUpgradeSystemUpgradeHistoryDiskGroupOp(Box<VsanUpgradeSystemUpgradeHistoryDiskGroupOp>),
     VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(Box<VsanUpgradeSystemUpgradeHistoryDiskGroupOpType>),
-    VsanUpgradeSystemUpgradeHistoryItem(Box<VsanUpgradeSystemUpgradeHistoryItem>),
-    VsanUpgradeSystemUpgradeHistoryPreflightFail(Box<VsanUpgradeSystemUpgradeHistoryPreflightFail>),
-    VsanUpgradeSystemUpgradeStatus(Box<VsanUpgradeSystemUpgradeStatus>),
-    VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(Box<VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue>),
-    VsanUpgradeSystemWrongEsxVersionIssue(Box<VsanUpgradeSystemWrongEsxVersionIssue>),
+    #[cfg(feature = "admin")] VsanUpgradeSystemUpgradeHistoryItem(Box<VsanUpgradeSystemUpgradeHistoryItem>),
+    #[cfg(feature = "admin")] VsanUpgradeSystemUpgradeHistoryPreflightFail(Box<VsanUpgradeSystemUpgradeHistoryPreflightFail>),
+    #[cfg(feature = "admin")] VsanUpgradeSystemUpgradeStatus(Box<VsanUpgradeSystemUpgradeStatus>),
+    #[cfg(feature = "admin")] VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(Box<VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue>),
+    #[cfg(feature = "admin")] VsanUpgradeSystemWrongEsxVersionIssue(Box<VsanUpgradeSystemWrongEsxVersionIssue>),
     VslmCloneSpec(Box<VslmCloneSpec>),
     VslmCreateSpec(Box<VslmCreateSpec>),
     VslmCreateSpecBackingSpec(Box<VslmCreateSpecBackingSpec>),
@@ -358,9 +358,9 @@ fn decode(
         #[cfg(feature = "all-faults")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanDiskFault(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanDiskIssueType(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanFault(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostClusterStatus(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostClusterStatusState(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostClusterStatusStateCompletionEstimate(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostClusterStatus(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostClusterStatusState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostClusterStatusStateCompletionEstimate(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostConfigInfo(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostConfigInfoClusterInfo(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostConfigInfoNetworkInfo(v), Err(e) => return Some(Err(e)) },
@@ -382,27 +382,27 @@ fn decode(
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostRuntimeInfoDiskIssue(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanHostVsanDiskInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanIncompatibleDiskMapping(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanNewPolicyBatch(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanPolicyChangeBatch(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanPolicyCost(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanPolicySatisfiability(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemAPIBrokenIssue(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemHostsDisconnectedIssue(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemMissingHostsInClusterIssue(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemNetworkPartitionInfo(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemNetworkPartitionIssue(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemPreflightCheckIssue(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemPreflightCheckResult(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemRogueHostsInClusterIssue(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanNewPolicyBatch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanPolicyChangeBatch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanPolicyCost(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanPolicySatisfiability(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemAPIBrokenIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemHostsDisconnectedIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemMissingHostsInClusterIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemNetworkPartitionInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemNetworkPartitionIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemPreflightCheckIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemPreflightCheckResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemRogueHostsInClusterIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemUpgradeHistoryItem(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemUpgradeHistoryPreflightFail(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemUpgradeStatus(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemWrongEsxVersionIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemUpgradeHistoryItem(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemUpgradeHistoryPreflightFail(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemUpgradeStatus(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanUpgradeSystemWrongEsxVersionIssue(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmCloneSpec(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmCreateSpec(v), Err(e) => return Some(Err(e)) },
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmCreateSpecBackingSpec(v), Err(e) => return Some(Err(e)) },
@@ -437,9 +437,9 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-faults")] Object::VsanDiskFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanDiskIssueType(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::VsanFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanHostClusterStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanHostClusterStatusState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanHostClusterStatusStateCompletionEstimate(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanHostClusterStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanHostClusterStatusState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanHostClusterStatusStateCompletionEstimate(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanHostConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanHostConfigInfoClusterInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanHostConfigInfoNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -461,27 +461,27 @@ impl std::fmt::Debug for Object {
             Object::VsanHostRuntimeInfoDiskIssue(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanHostVsanDiskInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::VsanIncompatibleDiskMapping(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanNewPolicyBatch(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanPolicyChangeBatch(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanPolicyCost(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanPolicySatisfiability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanUpgradeSystemAPIBrokenIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanUpgradeSystemHostsDisconnectedIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanUpgradeSystemMissingHostsInClusterIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanUpgradeSystemNetworkPartitionInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanUpgradeSystemNetworkPartitionIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanUpgradeSystemPreflightCheckIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanUpgradeSystemPreflightCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanUpgradeSystemRogueHostsInClusterIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanNewPolicyBatch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanPolicyChangeBatch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanPolicyCost(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanPolicySatisfiability(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemAPIBrokenIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemHostsDisconnectedIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemMissingHostsInClusterIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemNetworkPartitionInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemNetworkPartitionIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemPreflightCheckIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemPreflightCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemRogueHostsInClusterIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanUpgradeSystemUpgradeHistoryItem(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanUpgradeSystemUpgradeHistoryPreflightFail(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanUpgradeSystemUpgradeStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanUpgradeSystemWrongEsxVersionIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemUpgradeHistoryItem(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemUpgradeHistoryPreflightFail(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemUpgradeStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemWrongEsxVersionIssue(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VslmCloneSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VslmCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VslmCreateSpecBackingSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -510,84 +510,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::VsanClusterConfigInfoHostDefaultInfo(v) => Object::VsanClusterConfigInfoHostDefaultInfo(Box::new((**v).clone())),
-            Object::VsanClusterCoreConfig(v) => Object::VsanClusterCoreConfig(Box::new((**v).clone())),
-            Object::VsanClusterCoreConfigSpec(v) => Object::VsanClusterCoreConfigSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VsanClusterUuidMismatch(v) => Object::VsanClusterUuidMismatch(Box::new((**v).clone())),
-            Object::VsanDatastoreInfo(v) => Object::VsanDatastoreInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VsanDiskFault(v) => Object::VsanDiskFault(Box::new((**v).clone())),
-            Object::VsanDiskIssueType(v) => Object::VsanDiskIssueType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VsanFault(v) => Object::VsanFault(Box::new((**v).clone())),
-            Object::VsanHostClusterStatus(v) => Object::VsanHostClusterStatus(Box::new((**v).clone())),
-            Object::VsanHostClusterStatusState(v) => Object::VsanHostClusterStatusState(Box::new((**v).clone())),
-            Object::VsanHostClusterStatusStateCompletionEstimate(v) => Object::VsanHostClusterStatusStateCompletionEstimate(Box::new((**v).clone())),
-            Object::VsanHostConfigInfo(v) => Object::VsanHostConfigInfo(Box::new((**v).clone())),
-            Object::VsanHostConfigInfoClusterInfo(v) => Object::VsanHostConfigInfoClusterInfo(Box::new((**v).clone())),
-            Object::VsanHostConfigInfoNetworkInfo(v) => Object::VsanHostConfigInfoNetworkInfo(Box::new((**v).clone())),
-            Object::VsanHostConfigInfoNetworkInfoPortConfig(v) => Object::VsanHostConfigInfoNetworkInfoPortConfig(Box::new((**v).clone())),
-            Object::VsanHostConfigInfoStorageInfo(v) => Object::VsanHostConfigInfoStorageInfo(Box::new((**v).clone())),
-            Object::VsanHostDecommissionMode(v) => Object::VsanHostDecommissionMode(Box::new((**v).clone())),
-            Object::VsanHostDecommissionModeObjectAction(v) => Object::VsanHostDecommissionModeObjectAction(Box::new((**v).clone())),
-            Object::VsanHostDiskMapInfo(v) => Object::VsanHostDiskMapInfo(Box::new((**v).clone())),
-            Object::VsanHostDiskMapResult(v) => Object::VsanHostDiskMapResult(Box::new((**v).clone())),
-            Object::VsanHostDiskMapping(v) => Object::VsanHostDiskMapping(Box::new((**v).clone())),
-            Object::VsanHostDiskResult(v) => Object::VsanHostDiskResult(Box::new((**v).clone())),
-            Object::VsanHostDiskResultState(v) => Object::VsanHostDiskResultState(Box::new((**v).clone())),
-            Object::VsanHostFaultDomainInfo(v) => Object::VsanHostFaultDomainInfo(Box::new((**v).clone())),
-            Object::VsanHostHealthState(v) => Object::VsanHostHealthState(Box::new((**v).clone())),
-            Object::VsanHostIpConfig(v) => Object::VsanHostIpConfig(Box::new((**v).clone())),
-            Object::VsanHostMembershipInfo(v) => Object::VsanHostMembershipInfo(Box::new((**v).clone())),
-            Object::VsanHostNodeState(v) => Object::VsanHostNodeState(Box::new((**v).clone())),
-            Object::VsanHostRuntimeInfo(v) => Object::VsanHostRuntimeInfo(Box::new((**v).clone())),
-            Object::VsanHostRuntimeInfoDiskIssue(v) => Object::VsanHostRuntimeInfoDiskIssue(Box::new((**v).clone())),
-            Object::VsanHostVsanDiskInfo(v) => Object::VsanHostVsanDiskInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VsanIncompatibleDiskMapping(v) => Object::VsanIncompatibleDiskMapping(Box::new((**v).clone())),
-            Object::VsanNewPolicyBatch(v) => Object::VsanNewPolicyBatch(Box::new((**v).clone())),
-            Object::VsanPolicyChangeBatch(v) => Object::VsanPolicyChangeBatch(Box::new((**v).clone())),
-            Object::VsanPolicyCost(v) => Object::VsanPolicyCost(Box::new((**v).clone())),
-            Object::VsanPolicySatisfiability(v) => Object::VsanPolicySatisfiability(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemAPIBrokenIssue(v) => Object::VsanUpgradeSystemAPIBrokenIssue(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v) => Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemHostsDisconnectedIssue(v) => Object::VsanUpgradeSystemHostsDisconnectedIssue(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemMissingHostsInClusterIssue(v) => Object::VsanUpgradeSystemMissingHostsInClusterIssue(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemNetworkPartitionInfo(v) => Object::VsanUpgradeSystemNetworkPartitionInfo(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemNetworkPartitionIssue(v) => Object::VsanUpgradeSystemNetworkPartitionIssue(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v) => Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemPreflightCheckIssue(v) => Object::VsanUpgradeSystemPreflightCheckIssue(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemPreflightCheckResult(v) => Object::VsanUpgradeSystemPreflightCheckResult(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemRogueHostsInClusterIssue(v) => Object::VsanUpgradeSystemRogueHostsInClusterIssue(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v) => Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(v) => Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemUpgradeHistoryItem(v) => Object::VsanUpgradeSystemUpgradeHistoryItem(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemUpgradeHistoryPreflightFail(v) => Object::VsanUpgradeSystemUpgradeHistoryPreflightFail(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemUpgradeStatus(v) => Object::VsanUpgradeSystemUpgradeStatus(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v) => Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemWrongEsxVersionIssue(v) => Object::VsanUpgradeSystemWrongEsxVersionIssue(Box::new((**v).clone())),
-            Object::VslmCloneSpec(v) => Object::VslmCloneSpec(Box::new((**v).clone())),
-            Object::VslmCreateSpec(v) => Object::VslmCreateSpec(Box::new((**v).clone())),
-            Object::VslmCreateSpecBackingSpec(v) => Object::VslmCreateSpecBackingSpec(Box::new((**v).clone())),
-            Object::VslmCreateSpecDiskFileBackingSpec(v) => Object::VslmCreateSpecDiskFileBackingSpec(Box::new((**v).clone())),
-            Object::VslmCreateSpecRawDiskMappingBackingSpec(v) => Object::VslmCreateSpecRawDiskMappingBackingSpec(Box::new((**v).clone())),
-            Object::VslmMigrateSpec(v) => Object::VslmMigrateSpec(Box::new((**v).clone())),
-            Object::VslmRelocateSpec(v) => Object::VslmRelocateSpec(Box::new((**v).clone())),
-            Object::VslmTagEntry(v) => Object::VslmTagEntry(Box::new((**v).clone())),
-            Object::VslmVsoPostRelocateChangeMetadataOperation(v) => Object::VslmVsoPostRelocateChangeMetadataOperation(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VspanDestPortConflict(v) => Object::VspanDestPortConflict(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VspanPortConflict(v) => Object::VspanPortConflict(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VspanPortMoveFault(v) => Object::VspanPortMoveFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VspanPortPromiscChangeFault(v) => Object::VspanPortPromiscChangeFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VspanPortgroupPromiscChangeFault(v) => Object::VspanPortgroupPromiscChangeFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VspanPortgroupTypeChangeFault(v) => Object::VspanPortgroupTypeChangeFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VspanPromiscuousPortNotSupported(v) => Object::VspanPromiscuousPortNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VspanSameSessionPortConflict(v) => Object::VspanSameSessionPortConflict(Box::new((**v).clone())),
-            Object::VvolDatastoreInfo(v) => Object::VvolDatastoreInfo(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -599,9 +521,9 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::VsanDiskFault(_) => "VsanDiskFault",
             Object::VsanDiskIssueType(_) => "VsanDiskIssueType",
             #[cfg(feature = "all-faults")] Object::VsanFault(_) => "VsanFault",
-            Object::VsanHostClusterStatus(_) => "VsanHostClusterStatus",
-            Object::VsanHostClusterStatusState(_) => "VsanHostClusterStatusState",
-            Object::VsanHostClusterStatusStateCompletionEstimate(_) => "VsanHostClusterStatusStateCompletionEstimate",
+            #[cfg(feature = "admin")] Object::VsanHostClusterStatus(_) => "VsanHostClusterStatus",
+            #[cfg(feature = "admin")] Object::VsanHostClusterStatusState(_) => "VsanHostClusterStatusState",
+            #[cfg(feature = "admin")] Object::VsanHostClusterStatusStateCompletionEstimate(_) => "VsanHostClusterStatusStateCompletionEstimate",
             Object::VsanHostConfigInfo(_) => "VsanHostConfigInfo",
             Object::VsanHostConfigInfoClusterInfo(_) => "VsanHostConfigInfoClusterInfo",
             Object::VsanHostConfigInfoNetworkInfo(_) => "VsanHostConfigInfoNetworkInfo",
@@ -623,27 +545,27 @@ impl x::DataObject for Object {
             Object::VsanHostRuntimeInfoDiskIssue(_) => "VsanHostRuntimeInfoDiskIssue",
             Object::VsanHostVsanDiskInfo(_) => "VsanHostVsanDiskInfo",
             #[cfg(feature = "all-faults")] Object::VsanIncompatibleDiskMapping(_) => "VsanIncompatibleDiskMapping",
-            Object::VsanNewPolicyBatch(_) => "VsanNewPolicyBatch",
-            Object::VsanPolicyChangeBatch(_) => "VsanPolicyChangeBatch",
-            Object::VsanPolicyCost(_) => "VsanPolicyCost",
-            Object::VsanPolicySatisfiability(_) => "VsanPolicySatisfiability",
-            Object::VsanUpgradeSystemAPIBrokenIssue(_) => "VsanUpgradeSystemAPIBrokenIssue",
-            Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(_) => "VsanUpgradeSystemAutoClaimEnabledOnHostsIssue",
-            Object::VsanUpgradeSystemHostsDisconnectedIssue(_) => "VsanUpgradeSystemHostsDisconnectedIssue",
-            Object::VsanUpgradeSystemMissingHostsInClusterIssue(_) => "VsanUpgradeSystemMissingHostsInClusterIssue",
-            Object::VsanUpgradeSystemNetworkPartitionInfo(_) => "VsanUpgradeSystemNetworkPartitionInfo",
-            Object::VsanUpgradeSystemNetworkPartitionIssue(_) => "VsanUpgradeSystemNetworkPartitionIssue",
-            Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(_) => "VsanUpgradeSystemNotEnoughFreeCapacityIssue",
-            Object::VsanUpgradeSystemPreflightCheckIssue(_) => "VsanUpgradeSystemPreflightCheckIssue",
-            Object::VsanUpgradeSystemPreflightCheckResult(_) => "VsanUpgradeSystemPreflightCheckResult",
-            Object::VsanUpgradeSystemRogueHostsInClusterIssue(_) => "VsanUpgradeSystemRogueHostsInClusterIssue",
-            Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(_) => "VsanUpgradeSystemUpgradeHistoryDiskGroupOp",
+            #[cfg(feature = "admin")] Object::VsanNewPolicyBatch(_) => "VsanNewPolicyBatch",
+            #[cfg(feature = "admin")] Object::VsanPolicyChangeBatch(_) => "VsanPolicyChangeBatch",
+            #[cfg(feature = "admin")] Object::VsanPolicyCost(_) => "VsanPolicyCost",
+            #[cfg(feature = "admin")] Object::VsanPolicySatisfiability(_) => "VsanPolicySatisfiability",
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemAPIBrokenIssue(_) => "VsanUpgradeSystemAPIBrokenIssue",
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(_) => "VsanUpgradeSystemAutoClaimEnabledOnHostsIssue",
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemHostsDisconnectedIssue(_) => "VsanUpgradeSystemHostsDisconnectedIssue",
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemMissingHostsInClusterIssue(_) => "VsanUpgradeSystemMissingHostsInClusterIssue",
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemNetworkPartitionInfo(_) => "VsanUpgradeSystemNetworkPartitionInfo",
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemNetworkPartitionIssue(_) => "VsanUpgradeSystemNetworkPartitionIssue",
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(_) => "VsanUpgradeSystemNotEnoughFreeCapacityIssue",
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemPreflightCheckIssue(_) => "VsanUpgradeSystemPreflightCheckIssue",
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemPreflightCheckResult(_) => "VsanUpgradeSystemPreflightCheckResult",
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemRogueHostsInClusterIssue(_) => "VsanUpgradeSystemRogueHostsInClusterIssue",
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(_) => "VsanUpgradeSystemUpgradeHistoryDiskGroupOp",
             Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(_) => "VsanUpgradeSystemUpgradeHistoryDiskGroupOpType",
-            Object::VsanUpgradeSystemUpgradeHistoryItem(_) => "VsanUpgradeSystemUpgradeHistoryItem",
-            Object::VsanUpgradeSystemUpgradeHistoryPreflightFail(_) => "VsanUpgradeSystemUpgradeHistoryPreflightFail",
-            Object::VsanUpgradeSystemUpgradeStatus(_) => "VsanUpgradeSystemUpgradeStatus",
-            Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(_) => "VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue",
-            Object::VsanUpgradeSystemWrongEsxVersionIssue(_) => "VsanUpgradeSystemWrongEsxVersionIssue",
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemUpgradeHistoryItem(_) => "VsanUpgradeSystemUpgradeHistoryItem",
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemUpgradeHistoryPreflightFail(_) => "VsanUpgradeSystemUpgradeHistoryPreflightFail",
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemUpgradeStatus(_) => "VsanUpgradeSystemUpgradeStatus",
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(_) => "VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue",
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemWrongEsxVersionIssue(_) => "VsanUpgradeSystemWrongEsxVersionIssue",
             Object::VslmCloneSpec(_) => "VslmCloneSpec",
             Object::VslmCreateSpec(_) => "VslmCreateSpec",
             Object::VslmCreateSpecBackingSpec(_) => "VslmCreateSpecBackingSpec",
@@ -672,7 +594,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -689,9 +611,9 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::VsanDiskFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanDiskIssueType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::VsanFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanHostClusterStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanHostClusterStatusState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanHostClusterStatusStateCompletionEstimate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanHostClusterStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanHostClusterStatusState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanHostClusterStatusStateCompletionEstimate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanHostConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanHostConfigInfoClusterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanHostConfigInfoNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -713,27 +635,27 @@ impl x::DataObject for Object {
             Object::VsanHostRuntimeInfoDiskIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanHostVsanDiskInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::VsanIncompatibleDiskMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanNewPolicyBatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanPolicyChangeBatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanPolicyCost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanPolicySatisfiability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanUpgradeSystemAPIBrokenIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanUpgradeSystemHostsDisconnectedIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanUpgradeSystemMissingHostsInClusterIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanUpgradeSystemNetworkPartitionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanUpgradeSystemNetworkPartitionIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanUpgradeSystemPreflightCheckIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanUpgradeSystemPreflightCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanUpgradeSystemRogueHostsInClusterIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanNewPolicyBatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanPolicyChangeBatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanPolicyCost(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanPolicySatisfiability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemAPIBrokenIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemHostsDisconnectedIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemMissingHostsInClusterIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemNetworkPartitionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemNetworkPartitionIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemPreflightCheckIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemPreflightCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemRogueHostsInClusterIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanUpgradeSystemUpgradeHistoryItem(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanUpgradeSystemUpgradeHistoryPreflightFail(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanUpgradeSystemUpgradeStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanUpgradeSystemWrongEsxVersionIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemUpgradeHistoryItem(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemUpgradeHistoryPreflightFail(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemUpgradeStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanUpgradeSystemWrongEsxVersionIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VslmCloneSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VslmCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VslmCreateSpecBackingSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -885,7 +807,7 @@ impl x::ObjectType for VsanDiskIssueType {
     }
 }
 
-impl x::ObjectType for VsanHostClusterStatus {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanHostClusterStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -901,7 +823,7 @@ impl x::ObjectType for VsanHostClusterStatus {
     }
 }
 
-impl x::ObjectType for VsanHostClusterStatusState {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanHostClusterStatusState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -917,7 +839,7 @@ impl x::ObjectType for VsanHostClusterStatusState {
     }
 }
 
-impl x::ObjectType for VsanHostClusterStatusStateCompletionEstimate {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanHostClusterStatusStateCompletionEstimate {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1269,7 +1191,7 @@ impl x::ObjectType for VsanHostVsanDiskInfo {
     }
 }
 
-impl x::ObjectType for VsanNewPolicyBatch {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanNewPolicyBatch {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1285,7 +1207,7 @@ impl x::ObjectType for VsanNewPolicyBatch {
     }
 }
 
-impl x::ObjectType for VsanPolicyChangeBatch {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanPolicyChangeBatch {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1301,7 +1223,7 @@ impl x::ObjectType for VsanPolicyChangeBatch {
     }
 }
 
-impl x::ObjectType for VsanPolicyCost {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanPolicyCost {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1317,7 +1239,7 @@ impl x::ObjectType for VsanPolicyCost {
     }
 }
 
-impl x::ObjectType for VsanPolicySatisfiability {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanPolicySatisfiability {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1333,7 +1255,7 @@ impl x::ObjectType for VsanPolicySatisfiability {
     }
 }
 
-impl x::ObjectType for VsanUpgradeSystemAPIBrokenIssue {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanUpgradeSystemAPIBrokenIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1349,7 +1271,7 @@ impl x::ObjectType for VsanUpgradeSystemAPIBrokenIssue {
     }
 }
 
-impl x::ObjectType for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1365,7 +1287,7 @@ impl x::ObjectType for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
     }
 }
 
-impl x::ObjectType for VsanUpgradeSystemHostsDisconnectedIssue {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanUpgradeSystemHostsDisconnectedIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1381,7 +1303,7 @@ impl x::ObjectType for VsanUpgradeSystemHostsDisconnectedIssue {
     }
 }
 
-impl x::ObjectType for VsanUpgradeSystemMissingHostsInClusterIssue {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanUpgradeSystemMissingHostsInClusterIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1397,7 +1319,7 @@ impl x::ObjectType for VsanUpgradeSystemMissingHostsInClusterIssue {
     }
 }
 
-impl x::ObjectType for VsanUpgradeSystemNetworkPartitionInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanUpgradeSystemNetworkPartitionInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1413,7 +1335,7 @@ impl x::ObjectType for VsanUpgradeSystemNetworkPartitionInfo {
     }
 }
 
-impl x::ObjectType for VsanUpgradeSystemNetworkPartitionIssue {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanUpgradeSystemNetworkPartitionIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1429,7 +1351,7 @@ impl x::ObjectType for VsanUpgradeSystemNetworkPartitionIssue {
     }
 }
 
-impl x::ObjectType for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1445,7 +1367,7 @@ impl x::ObjectType for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
     }
 }
 
-impl x::ObjectType for VsanUpgradeSystemPreflightCheckIssue {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanUpgradeSystemPreflightCheckIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1461,7 +1383,7 @@ impl x::ObjectType for VsanUpgradeSystemPreflightCheckIssue {
     }
 }
 
-impl x::ObjectType for VsanUpgradeSystemPreflightCheckResult {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanUpgradeSystemPreflightCheckResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1477,7 +1399,7 @@ impl x::ObjectType for VsanUpgradeSystemPreflightCheckResult {
     }
 }
 
-impl x::ObjectType for VsanUpgradeSystemRogueHostsInClusterIssue {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanUpgradeSystemRogueHostsInClusterIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1493,7 +1415,7 @@ impl x::ObjectType for VsanUpgradeSystemRogueHostsInClusterIssue {
     }
 }
 
-impl x::ObjectType for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1525,7 +1447,7 @@ impl x::ObjectType for VsanUpgradeSystemUpgradeHistoryDiskGroupOpType {
     }
 }
 
-impl x::ObjectType for VsanUpgradeSystemUpgradeHistoryItem {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanUpgradeSystemUpgradeHistoryItem {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1541,7 +1463,7 @@ impl x::ObjectType for VsanUpgradeSystemUpgradeHistoryItem {
     }
 }
 
-impl x::ObjectType for VsanUpgradeSystemUpgradeHistoryPreflightFail {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanUpgradeSystemUpgradeHistoryPreflightFail {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1557,7 +1479,7 @@ impl x::ObjectType for VsanUpgradeSystemUpgradeHistoryPreflightFail {
     }
 }
 
-impl x::ObjectType for VsanUpgradeSystemUpgradeStatus {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanUpgradeSystemUpgradeStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1573,7 +1495,7 @@ impl x::ObjectType for VsanUpgradeSystemUpgradeStatus {
     }
 }
 
-impl x::ObjectType for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1589,7 +1511,7 @@ impl x::ObjectType for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
     }
 }
 
-impl x::ObjectType for VsanUpgradeSystemWrongEsxVersionIssue {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanUpgradeSystemWrongEsxVersionIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

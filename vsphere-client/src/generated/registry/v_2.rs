@@ -394,16 +394,16 @@ pub enum Object {
     #[cfg(feature = "all-events")] VcAgentUninstalledEvent(Box<VcAgentUninstalledEvent>),
     #[cfg(feature = "all-events")] VcAgentUpgradeFailedEvent(Box<VcAgentUpgradeFailedEvent>),
     #[cfg(feature = "all-events")] VcAgentUpgradedEvent(Box<VcAgentUpgradedEvent>),
-    VchaClusterConfigInfo(Box<VchaClusterConfigInfo>),
-    VchaClusterConfigSpec(Box<VchaClusterConfigSpec>),
-    VchaClusterDeploymentSpec(Box<VchaClusterDeploymentSpec>),
-    VchaClusterHealth(Box<VchaClusterHealth>),
+    #[cfg(feature = "admin")] VchaClusterConfigInfo(Box<VchaClusterConfigInfo>),
+    #[cfg(feature = "admin")] VchaClusterConfigSpec(Box<VchaClusterConfigSpec>),
+    #[cfg(feature = "admin")] VchaClusterDeploymentSpec(Box<VchaClusterDeploymentSpec>),
+    #[cfg(feature = "admin")] VchaClusterHealth(Box<VchaClusterHealth>),
     VchaClusterMode(Box<VchaClusterMode>),
-    VchaClusterNetworkSpec(Box<VchaClusterNetworkSpec>),
-    VchaClusterRuntimeInfo(Box<VchaClusterRuntimeInfo>),
+    #[cfg(feature = "admin")] VchaClusterNetworkSpec(Box<VchaClusterNetworkSpec>),
+    #[cfg(feature = "admin")] VchaClusterRuntimeInfo(Box<VchaClusterRuntimeInfo>),
     VchaClusterState(Box<VchaClusterState>),
     VchaNodeRole(Box<VchaNodeRole>),
-    VchaNodeRuntimeInfo(Box<VchaNodeRuntimeInfo>),
+    #[cfg(feature = "admin")] VchaNodeRuntimeInfo(Box<VchaNodeRuntimeInfo>),
     VchaNodeState(Box<VchaNodeState>),
     VchaState(Box<VchaState>),
     #[cfg(feature = "all-events")] VimAccountPasswordChangedEvent(Box<VimAccountPasswordChangedEvent>),
@@ -473,16 +473,16 @@ fn decode(
         #[cfg(feature = "all-events")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUninstalledEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUpgradeFailedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VcAgentUpgradedEvent(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterConfigInfo(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterConfigSpec(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterDeploymentSpec(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterHealth(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterConfigInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterDeploymentSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterHealth(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterMode(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterNetworkSpec(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterNetworkSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterRuntimeInfo(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaClusterState(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaNodeRole(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaNodeRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaNodeRuntimeInfo(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaNodeState(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VchaState(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VimAccountPasswordChangedEvent(v), Err(e) => return Some(Err(e)) },
@@ -546,16 +546,16 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::VcAgentUninstalledEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::VcAgentUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::VcAgentUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VchaClusterConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VchaClusterConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VchaClusterDeploymentSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VchaClusterHealth(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VchaClusterConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VchaClusterConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VchaClusterDeploymentSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VchaClusterHealth(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VchaClusterMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VchaClusterNetworkSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VchaClusterRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VchaClusterNetworkSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VchaClusterRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VchaClusterState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VchaNodeRole(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VchaNodeRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VchaNodeRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VchaNodeState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VchaState(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::VimAccountPasswordChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -577,78 +577,6 @@ impl std::fmt::Debug for Object {
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
         x::same_object(self, other)
-    }
-}
-
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::VMwareDvsLacpGroupConfig(v) => Object::VMwareDvsLacpGroupConfig(Box::new((**v).clone())),
-            Object::VMwareDvsLacpGroupSpec(v) => Object::VMwareDvsLacpGroupSpec(Box::new((**v).clone())),
-            Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => Object::VMwareDvsLacpLoadBalanceAlgorithm(Box::new((**v).clone())),
-            Object::VMwareDvsLagIpfixConfig(v) => Object::VMwareDvsLagIpfixConfig(Box::new((**v).clone())),
-            Object::VMwareDvsLagVlanConfig(v) => Object::VMwareDvsLagVlanConfig(Box::new((**v).clone())),
-            Object::VMwareDvsMtuCapability(v) => Object::VMwareDvsMtuCapability(Box::new((**v).clone())),
-            Object::VMwareDvsMulticastFilteringMode(v) => Object::VMwareDvsMulticastFilteringMode(Box::new((**v).clone())),
-            Object::VMwareDvsPerfNicOffloadCapability(v) => Object::VMwareDvsPerfNicOffloadCapability(Box::new((**v).clone())),
-            Object::VMwareDvsSystemTrafficCapabilities(v) => Object::VMwareDvsSystemTrafficCapabilities(Box::new((**v).clone())),
-            Object::VMwareIpfixConfig(v) => Object::VMwareIpfixConfig(Box::new((**v).clone())),
-            Object::VMwareUplinkLacpMode(v) => Object::VMwareUplinkLacpMode(Box::new((**v).clone())),
-            Object::VMwareUplinkLacpPolicy(v) => Object::VMwareUplinkLacpPolicy(Box::new((**v).clone())),
-            Object::VMwareUplinkLacpTimeoutMode(v) => Object::VMwareUplinkLacpTimeoutMode(Box::new((**v).clone())),
-            Object::VMwareUplinkPortOrderPolicy(v) => Object::VMwareUplinkPortOrderPolicy(Box::new((**v).clone())),
-            Object::VMwareVspanPort(v) => Object::VMwareVspanPort(Box::new((**v).clone())),
-            Object::VMwareVspanSession(v) => Object::VMwareVspanSession(Box::new((**v).clone())),
-            Object::VStorageObject(v) => Object::VStorageObject(Box::new((**v).clone())),
-            Object::VStorageObjectAssociations(v) => Object::VStorageObjectAssociations(Box::new((**v).clone())),
-            Object::VStorageObjectAssociationsVmDiskAssociations(v) => Object::VStorageObjectAssociationsVmDiskAssociations(Box::new((**v).clone())),
-            Object::VStorageObjectAttachResult(v) => Object::VStorageObjectAttachResult(Box::new((**v).clone())),
-            Object::VStorageObjectAttachSpec(v) => Object::VStorageObjectAttachSpec(Box::new((**v).clone())),
-            Object::VStorageObjectConfigInfo(v) => Object::VStorageObjectConfigInfo(Box::new((**v).clone())),
-            Object::VStorageObjectConsumptionType(v) => Object::VStorageObjectConsumptionType(Box::new((**v).clone())),
-            Object::VStorageObjectReconcileResult(v) => Object::VStorageObjectReconcileResult(Box::new((**v).clone())),
-            Object::VStorageObjectReconcileResultInvalidDiskPath(v) => Object::VStorageObjectReconcileResultInvalidDiskPath(Box::new((**v).clone())),
-            Object::VStorageObjectReconcileResultReconcileDetail(v) => Object::VStorageObjectReconcileResultReconcileDetail(Box::new((**v).clone())),
-            Object::VStorageObjectReconcileSpec(v) => Object::VStorageObjectReconcileSpec(Box::new((**v).clone())),
-            Object::VStorageObjectSnapshot(v) => Object::VStorageObjectSnapshot(Box::new((**v).clone())),
-            Object::VStorageObjectSnapshotDetails(v) => Object::VStorageObjectSnapshotDetails(Box::new((**v).clone())),
-            Object::VStorageObjectSnapshotInfo(v) => Object::VStorageObjectSnapshotInfo(Box::new((**v).clone())),
-            Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(Box::new((**v).clone())),
-            Object::VStorageObjectStateInfo(v) => Object::VStorageObjectStateInfo(Box::new((**v).clone())),
-            Object::VVolHostPE(v) => Object::VVolHostPE(Box::new((**v).clone())),
-            Object::VVolVmConfigFileUpdateResult(v) => Object::VVolVmConfigFileUpdateResult(Box::new((**v).clone())),
-            Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(Box::new((**v).clone())),
-            Object::ValidateMigrationTestType(v) => Object::ValidateMigrationTestType(Box::new((**v).clone())),
-            Object::VasaProviderContainerSpec(v) => Object::VasaProviderContainerSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VcAgentUninstallFailedEvent(v) => Object::VcAgentUninstallFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VcAgentUninstalledEvent(v) => Object::VcAgentUninstalledEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VcAgentUpgradeFailedEvent(v) => Object::VcAgentUpgradeFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VcAgentUpgradedEvent(v) => Object::VcAgentUpgradedEvent(Box::new((**v).clone())),
-            Object::VchaClusterConfigInfo(v) => Object::VchaClusterConfigInfo(Box::new((**v).clone())),
-            Object::VchaClusterConfigSpec(v) => Object::VchaClusterConfigSpec(Box::new((**v).clone())),
-            Object::VchaClusterDeploymentSpec(v) => Object::VchaClusterDeploymentSpec(Box::new((**v).clone())),
-            Object::VchaClusterHealth(v) => Object::VchaClusterHealth(Box::new((**v).clone())),
-            Object::VchaClusterMode(v) => Object::VchaClusterMode(Box::new((**v).clone())),
-            Object::VchaClusterNetworkSpec(v) => Object::VchaClusterNetworkSpec(Box::new((**v).clone())),
-            Object::VchaClusterRuntimeInfo(v) => Object::VchaClusterRuntimeInfo(Box::new((**v).clone())),
-            Object::VchaClusterState(v) => Object::VchaClusterState(Box::new((**v).clone())),
-            Object::VchaNodeRole(v) => Object::VchaNodeRole(Box::new((**v).clone())),
-            Object::VchaNodeRuntimeInfo(v) => Object::VchaNodeRuntimeInfo(Box::new((**v).clone())),
-            Object::VchaNodeState(v) => Object::VchaNodeState(Box::new((**v).clone())),
-            Object::VchaState(v) => Object::VchaState(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VimAccountPasswordChangedEvent(v) => Object::VimAccountPasswordChangedEvent(Box::new((**v).clone())),
-            Object::VimFault(v) => Object::VimFault(Box::new((**v).clone())),
-            Object::VimVasaProvider(v) => Object::VimVasaProvider(Box::new((**v).clone())),
-            Object::VimVasaProviderInfo(v) => Object::VimVasaProviderInfo(Box::new((**v).clone())),
-            Object::VimVasaProviderStatePerArray(v) => Object::VimVasaProviderStatePerArray(Box::new((**v).clone())),
-            Object::VimVasaProviderVirtualHostConfig(v) => Object::VimVasaProviderVirtualHostConfig(Box::new((**v).clone())),
-            Object::VirtualAHCIController(v) => Object::VirtualAHCIController(Box::new((**v).clone())),
-            Object::VirtualAHCIControllerOption(v) => Object::VirtualAHCIControllerOption(Box::new((**v).clone())),
-            Object::VirtualAppImportSpec(v) => Object::VirtualAppImportSpec(Box::new((**v).clone())),
-            Object::VirtualAppLinkInfo(v) => Object::VirtualAppLinkInfo(Box::new((**v).clone())),
-            Object::VirtualAppSummary(v) => Object::VirtualAppSummary(Box::new((**v).clone())),
-            Object::VirtualAppVAppState(v) => Object::VirtualAppVAppState(Box::new((**v).clone())),
-        }
     }
 }
 
@@ -696,16 +624,16 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::VcAgentUninstalledEvent(_) => "VcAgentUninstalledEvent",
             #[cfg(feature = "all-events")] Object::VcAgentUpgradeFailedEvent(_) => "VcAgentUpgradeFailedEvent",
             #[cfg(feature = "all-events")] Object::VcAgentUpgradedEvent(_) => "VcAgentUpgradedEvent",
-            Object::VchaClusterConfigInfo(_) => "VchaClusterConfigInfo",
-            Object::VchaClusterConfigSpec(_) => "VchaClusterConfigSpec",
-            Object::VchaClusterDeploymentSpec(_) => "VchaClusterDeploymentSpec",
-            Object::VchaClusterHealth(_) => "VchaClusterHealth",
+            #[cfg(feature = "admin")] Object::VchaClusterConfigInfo(_) => "VchaClusterConfigInfo",
+            #[cfg(feature = "admin")] Object::VchaClusterConfigSpec(_) => "VchaClusterConfigSpec",
+            #[cfg(feature = "admin")] Object::VchaClusterDeploymentSpec(_) => "VchaClusterDeploymentSpec",
+            #[cfg(feature = "admin")] Object::VchaClusterHealth(_) => "VchaClusterHealth",
             Object::VchaClusterMode(_) => "VchaClusterMode",
-            Object::VchaClusterNetworkSpec(_) => "VchaClusterNetworkSpec",
-            Object::VchaClusterRuntimeInfo(_) => "VchaClusterRuntimeInfo",
+            #[cfg(feature = "admin")] Object::VchaClusterNetworkSpec(_) => "VchaClusterNetworkSpec",
+            #[cfg(feature = "admin")] Object::VchaClusterRuntimeInfo(_) => "VchaClusterRuntimeInfo",
             Object::VchaClusterState(_) => "VchaClusterState",
             Object::VchaNodeRole(_) => "VchaNodeRole",
-            Object::VchaNodeRuntimeInfo(_) => "VchaNodeRuntimeInfo",
+            #[cfg(feature = "admin")] Object::VchaNodeRuntimeInfo(_) => "VchaNodeRuntimeInfo",
             Object::VchaNodeState(_) => "VchaNodeState",
             Object::VchaState(_) => "VchaState",
             #[cfg(feature = "all-events")] Object::VimAccountPasswordChangedEvent(_) => "VimAccountPasswordChangedEvent",
@@ -730,7 +658,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -780,16 +708,16 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::VcAgentUninstalledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::VcAgentUpgradeFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::VcAgentUpgradedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VchaClusterConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VchaClusterConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VchaClusterDeploymentSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VchaClusterHealth(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VchaClusterConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VchaClusterConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VchaClusterDeploymentSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VchaClusterHealth(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VchaClusterMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VchaClusterNetworkSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VchaClusterRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VchaClusterNetworkSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VchaClusterRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VchaClusterState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VchaNodeRole(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VchaNodeRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VchaNodeRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VchaNodeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VchaState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::VimAccountPasswordChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1465,7 +1393,7 @@ impl x::ObjectType for VasaProviderContainerSpec {
     }
 }
 
-impl x::ObjectType for VchaClusterConfigInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for VchaClusterConfigInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1481,7 +1409,7 @@ impl x::ObjectType for VchaClusterConfigInfo {
     }
 }
 
-impl x::ObjectType for VchaClusterConfigSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for VchaClusterConfigSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1497,7 +1425,7 @@ impl x::ObjectType for VchaClusterConfigSpec {
     }
 }
 
-impl x::ObjectType for VchaClusterDeploymentSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for VchaClusterDeploymentSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1513,7 +1441,7 @@ impl x::ObjectType for VchaClusterDeploymentSpec {
     }
 }
 
-impl x::ObjectType for VchaClusterHealth {
+#[cfg(feature = "admin")] impl x::ObjectType for VchaClusterHealth {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1545,7 +1473,7 @@ impl x::ObjectType for VchaClusterMode {
     }
 }
 
-impl x::ObjectType for VchaClusterNetworkSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for VchaClusterNetworkSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1561,7 +1489,7 @@ impl x::ObjectType for VchaClusterNetworkSpec {
     }
 }
 
-impl x::ObjectType for VchaClusterRuntimeInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for VchaClusterRuntimeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1609,7 +1537,7 @@ impl x::ObjectType for VchaNodeRole {
     }
 }
 
-impl x::ObjectType for VchaNodeRuntimeInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for VchaNodeRuntimeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

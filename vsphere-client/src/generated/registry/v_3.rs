@@ -538,85 +538,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::VirtualBusLogicController(v) => Object::VirtualBusLogicController(Box::new((**v).clone())),
-            Object::VirtualBusLogicControllerOption(v) => Object::VirtualBusLogicControllerOption(Box::new((**v).clone())),
-            Object::VirtualCdrom(v) => Object::VirtualCdrom(Box::new((**v).clone())),
-            Object::VirtualCdromAtapiBackingInfo(v) => Object::VirtualCdromAtapiBackingInfo(Box::new((**v).clone())),
-            Object::VirtualCdromAtapiBackingOption(v) => Object::VirtualCdromAtapiBackingOption(Box::new((**v).clone())),
-            Object::VirtualCdromIsoBackingInfo(v) => Object::VirtualCdromIsoBackingInfo(Box::new((**v).clone())),
-            Object::VirtualCdromIsoBackingOption(v) => Object::VirtualCdromIsoBackingOption(Box::new((**v).clone())),
-            Object::VirtualCdromOption(v) => Object::VirtualCdromOption(Box::new((**v).clone())),
-            Object::VirtualCdromPassthroughBackingInfo(v) => Object::VirtualCdromPassthroughBackingInfo(Box::new((**v).clone())),
-            Object::VirtualCdromPassthroughBackingOption(v) => Object::VirtualCdromPassthroughBackingOption(Box::new((**v).clone())),
-            Object::VirtualCdromRemoteAtapiBackingInfo(v) => Object::VirtualCdromRemoteAtapiBackingInfo(Box::new((**v).clone())),
-            Object::VirtualCdromRemoteAtapiBackingOption(v) => Object::VirtualCdromRemoteAtapiBackingOption(Box::new((**v).clone())),
-            Object::VirtualCdromRemotePassthroughBackingInfo(v) => Object::VirtualCdromRemotePassthroughBackingInfo(Box::new((**v).clone())),
-            Object::VirtualCdromRemotePassthroughBackingOption(v) => Object::VirtualCdromRemotePassthroughBackingOption(Box::new((**v).clone())),
-            Object::VirtualController(v) => Object::VirtualController(Box::new((**v).clone())),
-            Object::VirtualControllerOption(v) => Object::VirtualControllerOption(Box::new((**v).clone())),
-            Object::VirtualDevice(v) => Object::VirtualDevice(Box::new((**v).clone())),
-            Object::VirtualDeviceBackingInfo(v) => Object::VirtualDeviceBackingInfo(Box::new((**v).clone())),
-            Object::VirtualDeviceBackingOption(v) => Object::VirtualDeviceBackingOption(Box::new((**v).clone())),
-            Object::VirtualDeviceBusSlotInfo(v) => Object::VirtualDeviceBusSlotInfo(Box::new((**v).clone())),
-            Object::VirtualDeviceBusSlotOption(v) => Object::VirtualDeviceBusSlotOption(Box::new((**v).clone())),
-            Object::VirtualDeviceConfigSpec(v) => Object::VirtualDeviceConfigSpec(Box::new((**v).clone())),
-            Object::VirtualDeviceConfigSpecBackingSpec(v) => Object::VirtualDeviceConfigSpecBackingSpec(Box::new((**v).clone())),
-            Object::VirtualDeviceConfigSpecChangeMode(v) => Object::VirtualDeviceConfigSpecChangeMode(Box::new((**v).clone())),
-            Object::VirtualDeviceConfigSpecFileOperation(v) => Object::VirtualDeviceConfigSpecFileOperation(Box::new((**v).clone())),
-            Object::VirtualDeviceConfigSpecOperation(v) => Object::VirtualDeviceConfigSpecOperation(Box::new((**v).clone())),
-            Object::VirtualDeviceConnectInfo(v) => Object::VirtualDeviceConnectInfo(Box::new((**v).clone())),
-            Object::VirtualDeviceConnectInfoMigrateConnectOp(v) => Object::VirtualDeviceConnectInfoMigrateConnectOp(Box::new((**v).clone())),
-            Object::VirtualDeviceConnectInfoStatus(v) => Object::VirtualDeviceConnectInfoStatus(Box::new((**v).clone())),
-            Object::VirtualDeviceConnectOption(v) => Object::VirtualDeviceConnectOption(Box::new((**v).clone())),
-            Object::VirtualDeviceDeviceBackingInfo(v) => Object::VirtualDeviceDeviceBackingInfo(Box::new((**v).clone())),
-            Object::VirtualDeviceDeviceBackingOption(v) => Object::VirtualDeviceDeviceBackingOption(Box::new((**v).clone())),
-            Object::VirtualDeviceDeviceGroupInfo(v) => Object::VirtualDeviceDeviceGroupInfo(Box::new((**v).clone())),
-            Object::VirtualDeviceFileBackingInfo(v) => Object::VirtualDeviceFileBackingInfo(Box::new((**v).clone())),
-            Object::VirtualDeviceFileBackingOption(v) => Object::VirtualDeviceFileBackingOption(Box::new((**v).clone())),
-            Object::VirtualDeviceFileExtension(v) => Object::VirtualDeviceFileExtension(Box::new((**v).clone())),
-            Object::VirtualDeviceOption(v) => Object::VirtualDeviceOption(Box::new((**v).clone())),
-            Object::VirtualDevicePciBusSlotInfo(v) => Object::VirtualDevicePciBusSlotInfo(Box::new((**v).clone())),
-            Object::VirtualDevicePipeBackingInfo(v) => Object::VirtualDevicePipeBackingInfo(Box::new((**v).clone())),
-            Object::VirtualDevicePipeBackingOption(v) => Object::VirtualDevicePipeBackingOption(Box::new((**v).clone())),
-            Object::VirtualDeviceRemoteDeviceBackingInfo(v) => Object::VirtualDeviceRemoteDeviceBackingInfo(Box::new((**v).clone())),
-            Object::VirtualDeviceRemoteDeviceBackingOption(v) => Object::VirtualDeviceRemoteDeviceBackingOption(Box::new((**v).clone())),
-            Object::VirtualDeviceURIBackingInfo(v) => Object::VirtualDeviceURIBackingInfo(Box::new((**v).clone())),
-            Object::VirtualDeviceURIBackingOption(v) => Object::VirtualDeviceURIBackingOption(Box::new((**v).clone())),
-            Object::VirtualDeviceURIBackingOptionDirection(v) => Object::VirtualDeviceURIBackingOptionDirection(Box::new((**v).clone())),
-            Object::VirtualDisk(v) => Object::VirtualDisk(Box::new((**v).clone())),
-            Object::VirtualDiskAdapterType(v) => Object::VirtualDiskAdapterType(Box::new((**v).clone())),
-            Object::VirtualDiskAntiAffinityRuleSpec(v) => Object::VirtualDiskAntiAffinityRuleSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VirtualDiskBlocksNotFullyProvisioned(v) => Object::VirtualDiskBlocksNotFullyProvisioned(Box::new((**v).clone())),
-            Object::VirtualDiskCompatibilityMode(v) => Object::VirtualDiskCompatibilityMode(Box::new((**v).clone())),
-            Object::VirtualDiskConfigSpec(v) => Object::VirtualDiskConfigSpec(Box::new((**v).clone())),
-            Object::VirtualDiskDeltaDiskFormat(v) => Object::VirtualDiskDeltaDiskFormat(Box::new((**v).clone())),
-            Object::VirtualDiskDeltaDiskFormatVariant(v) => Object::VirtualDiskDeltaDiskFormatVariant(Box::new((**v).clone())),
-            Object::VirtualDiskDeltaDiskFormatsSupported(v) => Object::VirtualDiskDeltaDiskFormatsSupported(Box::new((**v).clone())),
-            Object::VirtualDiskDiskChainBrokenIssue(v) => Object::VirtualDiskDiskChainBrokenIssue(Box::new((**v).clone())),
-            Object::VirtualDiskFlatVer1BackingInfo(v) => Object::VirtualDiskFlatVer1BackingInfo(Box::new((**v).clone())),
-            Object::VirtualDiskFlatVer1BackingOption(v) => Object::VirtualDiskFlatVer1BackingOption(Box::new((**v).clone())),
-            Object::VirtualDiskFlatVer2BackingInfo(v) => Object::VirtualDiskFlatVer2BackingInfo(Box::new((**v).clone())),
-            Object::VirtualDiskFlatVer2BackingOption(v) => Object::VirtualDiskFlatVer2BackingOption(Box::new((**v).clone())),
-            Object::VirtualDiskId(v) => Object::VirtualDiskId(Box::new((**v).clone())),
-            Object::VirtualDiskLocalPMemBackingInfo(v) => Object::VirtualDiskLocalPMemBackingInfo(Box::new((**v).clone())),
-            Object::VirtualDiskLocalPMemBackingOption(v) => Object::VirtualDiskLocalPMemBackingOption(Box::new((**v).clone())),
-            Object::VirtualDiskMode(v) => Object::VirtualDiskMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VirtualDiskModeNotSupported(v) => Object::VirtualDiskModeNotSupported(Box::new((**v).clone())),
-            Object::VirtualDiskOption(v) => Object::VirtualDiskOption(Box::new((**v).clone())),
-            Object::VirtualDiskOptionVFlashCacheConfigOption(v) => Object::VirtualDiskOptionVFlashCacheConfigOption(Box::new((**v).clone())),
-            Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v) => Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(Box::new((**v).clone())),
-            Object::VirtualDiskPartitionedRawDiskVer2BackingOption(v) => Object::VirtualDiskPartitionedRawDiskVer2BackingOption(Box::new((**v).clone())),
-            Object::VirtualDiskRawDiskMappingVer1BackingInfo(v) => Object::VirtualDiskRawDiskMappingVer1BackingInfo(Box::new((**v).clone())),
-            Object::VirtualDiskRawDiskMappingVer1BackingOption(v) => Object::VirtualDiskRawDiskMappingVer1BackingOption(Box::new((**v).clone())),
-            Object::VirtualDiskRawDiskVer2BackingInfo(v) => Object::VirtualDiskRawDiskVer2BackingInfo(Box::new((**v).clone())),
-            Object::VirtualDiskRawDiskVer2BackingOption(v) => Object::VirtualDiskRawDiskVer2BackingOption(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -702,7 +623,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

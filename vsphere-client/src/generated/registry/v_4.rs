@@ -543,83 +543,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::VirtualDiskRuleSpec(v) => Object::VirtualDiskRuleSpec(Box::new((**v).clone())),
-            Object::VirtualDiskRuleSpecRuleType(v) => Object::VirtualDiskRuleSpecRuleType(Box::new((**v).clone())),
-            Object::VirtualDiskSeSparseBackingInfo(v) => Object::VirtualDiskSeSparseBackingInfo(Box::new((**v).clone())),
-            Object::VirtualDiskSeSparseBackingOption(v) => Object::VirtualDiskSeSparseBackingOption(Box::new((**v).clone())),
-            Object::VirtualDiskSharing(v) => Object::VirtualDiskSharing(Box::new((**v).clone())),
-            Object::VirtualDiskSparseVer1BackingInfo(v) => Object::VirtualDiskSparseVer1BackingInfo(Box::new((**v).clone())),
-            Object::VirtualDiskSparseVer1BackingOption(v) => Object::VirtualDiskSparseVer1BackingOption(Box::new((**v).clone())),
-            Object::VirtualDiskSparseVer2BackingInfo(v) => Object::VirtualDiskSparseVer2BackingInfo(Box::new((**v).clone())),
-            Object::VirtualDiskSparseVer2BackingOption(v) => Object::VirtualDiskSparseVer2BackingOption(Box::new((**v).clone())),
-            Object::VirtualDiskSpec(v) => Object::VirtualDiskSpec(Box::new((**v).clone())),
-            Object::VirtualDiskType(v) => Object::VirtualDiskType(Box::new((**v).clone())),
-            Object::VirtualDiskVFlashCacheConfigInfo(v) => Object::VirtualDiskVFlashCacheConfigInfo(Box::new((**v).clone())),
-            Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(v) => Object::VirtualDiskVFlashCacheConfigInfoCacheConsistencyType(Box::new((**v).clone())),
-            Object::VirtualDiskVFlashCacheConfigInfoCacheMode(v) => Object::VirtualDiskVFlashCacheConfigInfoCacheMode(Box::new((**v).clone())),
-            Object::VirtualE1000(v) => Object::VirtualE1000(Box::new((**v).clone())),
-            Object::VirtualE1000Option(v) => Object::VirtualE1000Option(Box::new((**v).clone())),
-            Object::VirtualE1000e(v) => Object::VirtualE1000e(Box::new((**v).clone())),
-            Object::VirtualE1000eOption(v) => Object::VirtualE1000eOption(Box::new((**v).clone())),
-            Object::VirtualEnsoniq1371(v) => Object::VirtualEnsoniq1371(Box::new((**v).clone())),
-            Object::VirtualEnsoniq1371Option(v) => Object::VirtualEnsoniq1371Option(Box::new((**v).clone())),
-            Object::VirtualEthernetCard(v) => Object::VirtualEthernetCard(Box::new((**v).clone())),
-            Object::VirtualEthernetCardDVPortBackingOption(v) => Object::VirtualEthernetCardDVPortBackingOption(Box::new((**v).clone())),
-            Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(v) => Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(Box::new((**v).clone())),
-            Object::VirtualEthernetCardLegacyNetworkBackingInfo(v) => Object::VirtualEthernetCardLegacyNetworkBackingInfo(Box::new((**v).clone())),
-            Object::VirtualEthernetCardLegacyNetworkBackingOption(v) => Object::VirtualEthernetCardLegacyNetworkBackingOption(Box::new((**v).clone())),
-            Object::VirtualEthernetCardLegacyNetworkDeviceName(v) => Object::VirtualEthernetCardLegacyNetworkDeviceName(Box::new((**v).clone())),
-            Object::VirtualEthernetCardMacType(v) => Object::VirtualEthernetCardMacType(Box::new((**v).clone())),
-            Object::VirtualEthernetCardNetworkBackingInfo(v) => Object::VirtualEthernetCardNetworkBackingInfo(Box::new((**v).clone())),
-            Object::VirtualEthernetCardNetworkBackingOption(v) => Object::VirtualEthernetCardNetworkBackingOption(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VirtualEthernetCardNotSupported(v) => Object::VirtualEthernetCardNotSupported(Box::new((**v).clone())),
-            Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v) => Object::VirtualEthernetCardOpaqueNetworkBackingInfo(Box::new((**v).clone())),
-            Object::VirtualEthernetCardOpaqueNetworkBackingOption(v) => Object::VirtualEthernetCardOpaqueNetworkBackingOption(Box::new((**v).clone())),
-            Object::VirtualEthernetCardOption(v) => Object::VirtualEthernetCardOption(Box::new((**v).clone())),
-            Object::VirtualEthernetCardResourceAllocation(v) => Object::VirtualEthernetCardResourceAllocation(Box::new((**v).clone())),
-            Object::VirtualFloppy(v) => Object::VirtualFloppy(Box::new((**v).clone())),
-            Object::VirtualFloppyDeviceBackingInfo(v) => Object::VirtualFloppyDeviceBackingInfo(Box::new((**v).clone())),
-            Object::VirtualFloppyDeviceBackingOption(v) => Object::VirtualFloppyDeviceBackingOption(Box::new((**v).clone())),
-            Object::VirtualFloppyImageBackingInfo(v) => Object::VirtualFloppyImageBackingInfo(Box::new((**v).clone())),
-            Object::VirtualFloppyImageBackingOption(v) => Object::VirtualFloppyImageBackingOption(Box::new((**v).clone())),
-            Object::VirtualFloppyOption(v) => Object::VirtualFloppyOption(Box::new((**v).clone())),
-            Object::VirtualFloppyRemoteDeviceBackingInfo(v) => Object::VirtualFloppyRemoteDeviceBackingInfo(Box::new((**v).clone())),
-            Object::VirtualFloppyRemoteDeviceBackingOption(v) => Object::VirtualFloppyRemoteDeviceBackingOption(Box::new((**v).clone())),
-            Object::VirtualHardware(v) => Object::VirtualHardware(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VirtualHardwareCompatibilityIssue(v) => Object::VirtualHardwareCompatibilityIssue(Box::new((**v).clone())),
-            Object::VirtualHardwareMotherboardLayout(v) => Object::VirtualHardwareMotherboardLayout(Box::new((**v).clone())),
-            Object::VirtualHardwareOption(v) => Object::VirtualHardwareOption(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VirtualHardwareVersionNotSupported(v) => Object::VirtualHardwareVersionNotSupported(Box::new((**v).clone())),
-            Object::VirtualHdAudioCard(v) => Object::VirtualHdAudioCard(Box::new((**v).clone())),
-            Object::VirtualHdAudioCardOption(v) => Object::VirtualHdAudioCardOption(Box::new((**v).clone())),
-            Object::VirtualIDEController(v) => Object::VirtualIDEController(Box::new((**v).clone())),
-            Object::VirtualIDEControllerOption(v) => Object::VirtualIDEControllerOption(Box::new((**v).clone())),
-            Object::VirtualKeyboard(v) => Object::VirtualKeyboard(Box::new((**v).clone())),
-            Object::VirtualKeyboardOption(v) => Object::VirtualKeyboardOption(Box::new((**v).clone())),
-            Object::VirtualLsiLogicController(v) => Object::VirtualLsiLogicController(Box::new((**v).clone())),
-            Object::VirtualLsiLogicControllerOption(v) => Object::VirtualLsiLogicControllerOption(Box::new((**v).clone())),
-            Object::VirtualLsiLogicSASController(v) => Object::VirtualLsiLogicSASController(Box::new((**v).clone())),
-            Object::VirtualLsiLogicSASControllerOption(v) => Object::VirtualLsiLogicSASControllerOption(Box::new((**v).clone())),
-            Object::VirtualMachineAffinityInfo(v) => Object::VirtualMachineAffinityInfo(Box::new((**v).clone())),
-            Object::VirtualMachineAppHeartbeatStatusType(v) => Object::VirtualMachineAppHeartbeatStatusType(Box::new((**v).clone())),
-            Object::VirtualMachineBaseIndependentFilterSpec(v) => Object::VirtualMachineBaseIndependentFilterSpec(Box::new((**v).clone())),
-            Object::VirtualMachineBootOptions(v) => Object::VirtualMachineBootOptions(Box::new((**v).clone())),
-            Object::VirtualMachineBootOptionsBootableCdromDevice(v) => Object::VirtualMachineBootOptionsBootableCdromDevice(Box::new((**v).clone())),
-            Object::VirtualMachineBootOptionsBootableDevice(v) => Object::VirtualMachineBootOptionsBootableDevice(Box::new((**v).clone())),
-            Object::VirtualMachineBootOptionsBootableDiskDevice(v) => Object::VirtualMachineBootOptionsBootableDiskDevice(Box::new((**v).clone())),
-            Object::VirtualMachineBootOptionsBootableEthernetDevice(v) => Object::VirtualMachineBootOptionsBootableEthernetDevice(Box::new((**v).clone())),
-            Object::VirtualMachineBootOptionsBootableFloppyDevice(v) => Object::VirtualMachineBootOptionsBootableFloppyDevice(Box::new((**v).clone())),
-            Object::VirtualMachineBootOptionsNetworkBootProtocolType(v) => Object::VirtualMachineBootOptionsNetworkBootProtocolType(Box::new((**v).clone())),
-            Object::VirtualMachineCapability(v) => Object::VirtualMachineCapability(Box::new((**v).clone())),
-            Object::VirtualMachineCdromInfo(v) => Object::VirtualMachineCdromInfo(Box::new((**v).clone())),
-            Object::VirtualMachineCertThumbprint(v) => Object::VirtualMachineCertThumbprint(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -703,7 +626,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -684,67 +684,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::VirtualMachineCertThumbprintHashAlgorithm(v) => Object::VirtualMachineCertThumbprintHashAlgorithm(Box::new((**v).clone())),
-            Object::VirtualMachineCloneSpec(v) => Object::VirtualMachineCloneSpec(Box::new((**v).clone())),
-            Object::VirtualMachineCloneSpecTpmProvisionPolicy(v) => Object::VirtualMachineCloneSpecTpmProvisionPolicy(Box::new((**v).clone())),
-            Object::VirtualMachineConfigInfo(v) => Object::VirtualMachineConfigInfo(Box::new((**v).clone())),
-            Object::VirtualMachineConfigInfoDatastoreUrlPair(v) => Object::VirtualMachineConfigInfoDatastoreUrlPair(Box::new((**v).clone())),
-            Object::VirtualMachineConfigInfoNpivWwnType(v) => Object::VirtualMachineConfigInfoNpivWwnType(Box::new((**v).clone())),
-            Object::VirtualMachineConfigInfoOverheadInfo(v) => Object::VirtualMachineConfigInfoOverheadInfo(Box::new((**v).clone())),
-            Object::VirtualMachineConfigInfoSwapPlacementType(v) => Object::VirtualMachineConfigInfoSwapPlacementType(Box::new((**v).clone())),
-            Object::VirtualMachineConfigOption(v) => Object::VirtualMachineConfigOption(Box::new((**v).clone())),
-            Object::VirtualMachineConfigOptionDescriptor(v) => Object::VirtualMachineConfigOptionDescriptor(Box::new((**v).clone())),
-            Object::VirtualMachineConfigSpec(v) => Object::VirtualMachineConfigSpec(Box::new((**v).clone())),
-            Object::VirtualMachineConfigSpecEncryptedFtModes(v) => Object::VirtualMachineConfigSpecEncryptedFtModes(Box::new((**v).clone())),
-            Object::VirtualMachineConfigSpecEncryptedVMotionModes(v) => Object::VirtualMachineConfigSpecEncryptedVMotionModes(Box::new((**v).clone())),
-            Object::VirtualMachineConfigSpecNpivWwnOp(v) => Object::VirtualMachineConfigSpecNpivWwnOp(Box::new((**v).clone())),
-            Object::VirtualMachineConfigSummary(v) => Object::VirtualMachineConfigSummary(Box::new((**v).clone())),
-            Object::VirtualMachineConnection(v) => Object::VirtualMachineConnection(Box::new((**v).clone())),
-            Object::VirtualMachineConnectionState(v) => Object::VirtualMachineConnectionState(Box::new((**v).clone())),
-            Object::VirtualMachineConsolePreferences(v) => Object::VirtualMachineConsolePreferences(Box::new((**v).clone())),
-            Object::VirtualMachineContentLibraryItemInfo(v) => Object::VirtualMachineContentLibraryItemInfo(Box::new((**v).clone())),
-            Object::VirtualMachineCpuIdInfoSpec(v) => Object::VirtualMachineCpuIdInfoSpec(Box::new((**v).clone())),
-            Object::VirtualMachineCryptoState(v) => Object::VirtualMachineCryptoState(Box::new((**v).clone())),
-            Object::VirtualMachineDatastoreInfo(v) => Object::VirtualMachineDatastoreInfo(Box::new((**v).clone())),
-            Object::VirtualMachineDatastoreVolumeOption(v) => Object::VirtualMachineDatastoreVolumeOption(Box::new((**v).clone())),
-            Object::VirtualMachineDefaultPowerOpInfo(v) => Object::VirtualMachineDefaultPowerOpInfo(Box::new((**v).clone())),
-            Object::VirtualMachineDefaultProfileSpec(v) => Object::VirtualMachineDefaultProfileSpec(Box::new((**v).clone())),
-            Object::VirtualMachineDefinedProfileSpec(v) => Object::VirtualMachineDefinedProfileSpec(Box::new((**v).clone())),
-            Object::VirtualMachineDeviceRuntimeInfo(v) => Object::VirtualMachineDeviceRuntimeInfo(Box::new((**v).clone())),
-            Object::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(v) => Object::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(Box::new((**v).clone())),
-            Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(v) => Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(Box::new((**v).clone())),
-            Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther(v) => Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther(Box::new((**v).clone())),
-            Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm(v) => Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm(Box::new((**v).clone())),
-            Object::VirtualMachineDiskDeviceInfo(v) => Object::VirtualMachineDiskDeviceInfo(Box::new((**v).clone())),
-            Object::VirtualMachineDisplayTopology(v) => Object::VirtualMachineDisplayTopology(Box::new((**v).clone())),
-            Object::VirtualMachineDvxClassInfo(v) => Object::VirtualMachineDvxClassInfo(Box::new((**v).clone())),
-            Object::VirtualMachineDynamicPassthroughInfo(v) => Object::VirtualMachineDynamicPassthroughInfo(Box::new((**v).clone())),
-            Object::VirtualMachineEmptyIndependentFilterSpec(v) => Object::VirtualMachineEmptyIndependentFilterSpec(Box::new((**v).clone())),
-            Object::VirtualMachineEmptyProfileSpec(v) => Object::VirtualMachineEmptyProfileSpec(Box::new((**v).clone())),
-            Object::VirtualMachineFaultToleranceState(v) => Object::VirtualMachineFaultToleranceState(Box::new((**v).clone())),
-            Object::VirtualMachineFaultToleranceType(v) => Object::VirtualMachineFaultToleranceType(Box::new((**v).clone())),
-            Object::VirtualMachineFeatureRequirement(v) => Object::VirtualMachineFeatureRequirement(Box::new((**v).clone())),
-            Object::VirtualMachineFileInfo(v) => Object::VirtualMachineFileInfo(Box::new((**v).clone())),
-            Object::VirtualMachineFileLayout(v) => Object::VirtualMachineFileLayout(Box::new((**v).clone())),
-            Object::VirtualMachineFileLayoutDiskLayout(v) => Object::VirtualMachineFileLayoutDiskLayout(Box::new((**v).clone())),
-            Object::VirtualMachineFileLayoutEx(v) => Object::VirtualMachineFileLayoutEx(Box::new((**v).clone())),
-            Object::VirtualMachineFileLayoutExDiskLayout(v) => Object::VirtualMachineFileLayoutExDiskLayout(Box::new((**v).clone())),
-            Object::VirtualMachineFileLayoutExDiskUnit(v) => Object::VirtualMachineFileLayoutExDiskUnit(Box::new((**v).clone())),
-            Object::VirtualMachineFileLayoutExFileInfo(v) => Object::VirtualMachineFileLayoutExFileInfo(Box::new((**v).clone())),
-            Object::VirtualMachineFileLayoutExFileType(v) => Object::VirtualMachineFileLayoutExFileType(Box::new((**v).clone())),
-            Object::VirtualMachineFileLayoutExSnapshotLayout(v) => Object::VirtualMachineFileLayoutExSnapshotLayout(Box::new((**v).clone())),
-            Object::VirtualMachineFileLayoutSnapshotLayout(v) => Object::VirtualMachineFileLayoutSnapshotLayout(Box::new((**v).clone())),
-            Object::VirtualMachineFlagInfo(v) => Object::VirtualMachineFlagInfo(Box::new((**v).clone())),
-            Object::VirtualMachineFlagInfoMonitorType(v) => Object::VirtualMachineFlagInfoMonitorType(Box::new((**v).clone())),
-            Object::VirtualMachineFlagInfoVirtualExecUsage(v) => Object::VirtualMachineFlagInfoVirtualExecUsage(Box::new((**v).clone())),
-            Object::VirtualMachineFlagInfoVirtualMmuUsage(v) => Object::VirtualMachineFlagInfoVirtualMmuUsage(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -812,7 +751,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

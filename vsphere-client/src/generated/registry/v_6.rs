@@ -486,7 +486,7 @@ pub enum Object {
     VirtualMachineLegacyNetworkSwitchInfo(Box<VirtualMachineLegacyNetworkSwitchInfo>),
     VirtualMachineMemoryAllocationPolicy(Box<VirtualMachineMemoryAllocationPolicy>),
     VirtualMachineMemoryReservationInfo(Box<VirtualMachineMemoryReservationInfo>),
-    VirtualMachineMemoryReservationSpec(Box<VirtualMachineMemoryReservationSpec>),
+    #[cfg(feature = "admin")] VirtualMachineMemoryReservationSpec(Box<VirtualMachineMemoryReservationSpec>),
     VirtualMachineMessage(Box<VirtualMachineMessage>),
     VirtualMachineMetadataManagerVmMetadata(Box<VirtualMachineMetadataManagerVmMetadata>),
     VirtualMachineMetadataManagerVmMetadataInput(Box<VirtualMachineMetadataManagerVmMetadataInput>),
@@ -556,7 +556,7 @@ fn decode(
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineLegacyNetworkSwitchInfo(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMemoryAllocationPolicy(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMemoryReservationInfo(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMemoryReservationSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMemoryReservationSpec(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMessage(v), Err(e) => return Some(Err(e)) },
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMetadataManagerVmMetadata(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMetadataManagerVmMetadataInput(v), Err(e) => return Some(Err(e)) },
@@ -620,7 +620,7 @@ impl std::fmt::Debug for Object {
             Object::VirtualMachineLegacyNetworkSwitchInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualMachineMemoryAllocationPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualMachineMemoryReservationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineMemoryReservationSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VirtualMachineMemoryReservationSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualMachineMessage(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualMachineMetadataManagerVmMetadata(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualMachineMetadataManagerVmMetadataInput(v) => std::fmt::Debug::fmt(&**v, f),
@@ -665,69 +665,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::VirtualMachineFloppyInfo(v) => Object::VirtualMachineFloppyInfo(Box::new((**v).clone())),
-            Object::VirtualMachineForkConfigInfo(v) => Object::VirtualMachineForkConfigInfo(Box::new((**v).clone())),
-            Object::VirtualMachineForkConfigInfoChildType(v) => Object::VirtualMachineForkConfigInfoChildType(Box::new((**v).clone())),
-            Object::VirtualMachineGuestArchitecture(v) => Object::VirtualMachineGuestArchitecture(Box::new((**v).clone())),
-            Object::VirtualMachineGuestIntegrityInfo(v) => Object::VirtualMachineGuestIntegrityInfo(Box::new((**v).clone())),
-            Object::VirtualMachineGuestMonitoringModeInfo(v) => Object::VirtualMachineGuestMonitoringModeInfo(Box::new((**v).clone())),
-            Object::VirtualMachineGuestOsFamily(v) => Object::VirtualMachineGuestOsFamily(Box::new((**v).clone())),
-            Object::VirtualMachineGuestOsIdentifier(v) => Object::VirtualMachineGuestOsIdentifier(Box::new((**v).clone())),
-            Object::VirtualMachineGuestQuiesceSpec(v) => Object::VirtualMachineGuestQuiesceSpec(Box::new((**v).clone())),
-            Object::VirtualMachineGuestRebootStatus(v) => Object::VirtualMachineGuestRebootStatus(Box::new((**v).clone())),
-            Object::VirtualMachineGuestState(v) => Object::VirtualMachineGuestState(Box::new((**v).clone())),
-            Object::VirtualMachineGuestSummary(v) => Object::VirtualMachineGuestSummary(Box::new((**v).clone())),
-            Object::VirtualMachineHtSharing(v) => Object::VirtualMachineHtSharing(Box::new((**v).clone())),
-            Object::VirtualMachineIdeDiskDeviceInfo(v) => Object::VirtualMachineIdeDiskDeviceInfo(Box::new((**v).clone())),
-            Object::VirtualMachineIdeDiskDevicePartitionInfo(v) => Object::VirtualMachineIdeDiskDevicePartitionInfo(Box::new((**v).clone())),
-            Object::VirtualMachineImportSpec(v) => Object::VirtualMachineImportSpec(Box::new((**v).clone())),
-            Object::VirtualMachineIndependentFilterSpec(v) => Object::VirtualMachineIndependentFilterSpec(Box::new((**v).clone())),
-            Object::VirtualMachineInstantCloneSpec(v) => Object::VirtualMachineInstantCloneSpec(Box::new((**v).clone())),
-            Object::VirtualMachineLegacyNetworkSwitchInfo(v) => Object::VirtualMachineLegacyNetworkSwitchInfo(Box::new((**v).clone())),
-            Object::VirtualMachineMemoryAllocationPolicy(v) => Object::VirtualMachineMemoryAllocationPolicy(Box::new((**v).clone())),
-            Object::VirtualMachineMemoryReservationInfo(v) => Object::VirtualMachineMemoryReservationInfo(Box::new((**v).clone())),
-            Object::VirtualMachineMemoryReservationSpec(v) => Object::VirtualMachineMemoryReservationSpec(Box::new((**v).clone())),
-            Object::VirtualMachineMessage(v) => Object::VirtualMachineMessage(Box::new((**v).clone())),
-            Object::VirtualMachineMetadataManagerVmMetadata(v) => Object::VirtualMachineMetadataManagerVmMetadata(Box::new((**v).clone())),
-            Object::VirtualMachineMetadataManagerVmMetadataInput(v) => Object::VirtualMachineMetadataManagerVmMetadataInput(Box::new((**v).clone())),
-            Object::VirtualMachineMetadataManagerVmMetadataOp(v) => Object::VirtualMachineMetadataManagerVmMetadataOp(Box::new((**v).clone())),
-            Object::VirtualMachineMetadataManagerVmMetadataOwner(v) => Object::VirtualMachineMetadataManagerVmMetadataOwner(Box::new((**v).clone())),
-            Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(v) => Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(Box::new((**v).clone())),
-            Object::VirtualMachineMetadataManagerVmMetadataResult(v) => Object::VirtualMachineMetadataManagerVmMetadataResult(Box::new((**v).clone())),
-            Object::VirtualMachineMksConnection(v) => Object::VirtualMachineMksConnection(Box::new((**v).clone())),
-            Object::VirtualMachineMksTicket(v) => Object::VirtualMachineMksTicket(Box::new((**v).clone())),
-            Object::VirtualMachineMovePriority(v) => Object::VirtualMachineMovePriority(Box::new((**v).clone())),
-            Object::VirtualMachineNeedSecondaryReason(v) => Object::VirtualMachineNeedSecondaryReason(Box::new((**v).clone())),
-            Object::VirtualMachineNetworkInfo(v) => Object::VirtualMachineNetworkInfo(Box::new((**v).clone())),
-            Object::VirtualMachineNetworkShaperInfo(v) => Object::VirtualMachineNetworkShaperInfo(Box::new((**v).clone())),
-            Object::VirtualMachineParallelInfo(v) => Object::VirtualMachineParallelInfo(Box::new((**v).clone())),
-            Object::VirtualMachinePciPassthroughInfo(v) => Object::VirtualMachinePciPassthroughInfo(Box::new((**v).clone())),
-            Object::VirtualMachinePciSharedGpuPassthroughInfo(v) => Object::VirtualMachinePciSharedGpuPassthroughInfo(Box::new((**v).clone())),
-            Object::VirtualMachinePowerOffBehavior(v) => Object::VirtualMachinePowerOffBehavior(Box::new((**v).clone())),
-            Object::VirtualMachinePowerOpType(v) => Object::VirtualMachinePowerOpType(Box::new((**v).clone())),
-            Object::VirtualMachinePowerState(v) => Object::VirtualMachinePowerState(Box::new((**v).clone())),
-            Object::VirtualMachinePrecisionClockInfo(v) => Object::VirtualMachinePrecisionClockInfo(Box::new((**v).clone())),
-            Object::VirtualMachineProfileDetails(v) => Object::VirtualMachineProfileDetails(Box::new((**v).clone())),
-            Object::VirtualMachineProfileDetailsDiskProfileDetails(v) => Object::VirtualMachineProfileDetailsDiskProfileDetails(Box::new((**v).clone())),
-            Object::VirtualMachineProfileRawData(v) => Object::VirtualMachineProfileRawData(Box::new((**v).clone())),
-            Object::VirtualMachineProfileSpec(v) => Object::VirtualMachineProfileSpec(Box::new((**v).clone())),
-            Object::VirtualMachinePropertyRelation(v) => Object::VirtualMachinePropertyRelation(Box::new((**v).clone())),
-            Object::VirtualMachineQuestionInfo(v) => Object::VirtualMachineQuestionInfo(Box::new((**v).clone())),
-            Object::VirtualMachineQuickStats(v) => Object::VirtualMachineQuickStats(Box::new((**v).clone())),
-            Object::VirtualMachineQuickStatsMemoryTierStats(v) => Object::VirtualMachineQuickStatsMemoryTierStats(Box::new((**v).clone())),
-            Object::VirtualMachineRecordReplayState(v) => Object::VirtualMachineRecordReplayState(Box::new((**v).clone())),
-            Object::VirtualMachineRelocateDiskMoveOptions(v) => Object::VirtualMachineRelocateDiskMoveOptions(Box::new((**v).clone())),
-            Object::VirtualMachineRelocateSpec(v) => Object::VirtualMachineRelocateSpec(Box::new((**v).clone())),
-            Object::VirtualMachineRelocateSpecDiskLocator(v) => Object::VirtualMachineRelocateSpecDiskLocator(Box::new((**v).clone())),
-            Object::VirtualMachineRelocateSpecDiskLocatorBackingSpec(v) => Object::VirtualMachineRelocateSpecDiskLocatorBackingSpec(Box::new((**v).clone())),
-            Object::VirtualMachineRelocateTransformation(v) => Object::VirtualMachineRelocateTransformation(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -752,7 +689,7 @@ impl x::DataObject for Object {
             Object::VirtualMachineLegacyNetworkSwitchInfo(_) => "VirtualMachineLegacyNetworkSwitchInfo",
             Object::VirtualMachineMemoryAllocationPolicy(_) => "VirtualMachineMemoryAllocationPolicy",
             Object::VirtualMachineMemoryReservationInfo(_) => "VirtualMachineMemoryReservationInfo",
-            Object::VirtualMachineMemoryReservationSpec(_) => "VirtualMachineMemoryReservationSpec",
+            #[cfg(feature = "admin")] Object::VirtualMachineMemoryReservationSpec(_) => "VirtualMachineMemoryReservationSpec",
             Object::VirtualMachineMessage(_) => "VirtualMachineMessage",
             Object::VirtualMachineMetadataManagerVmMetadata(_) => "VirtualMachineMetadataManagerVmMetadata",
             Object::VirtualMachineMetadataManagerVmMetadataInput(_) => "VirtualMachineMetadataManagerVmMetadataInput",
@@ -797,7 +734,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -827,7 +764,7 @@ impl x::DataObject for Object {
             Object::VirtualMachineLegacyNetworkSwitchInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualMachineMemoryAllocationPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualMachineMemoryReservationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineMemoryReservationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VirtualMachineMemoryReservationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualMachineMessage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualMachineMetadataManagerVmMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualMachineMetadataManagerVmMetadataInput(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -875,11 +812,11 @@ impl x::ObjectType for VirtualMachineFloppyInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineFloppyInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineFloppyInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineFloppyInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineFloppyInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -891,11 +828,11 @@ impl x::ObjectType for VirtualMachineForkConfigInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineForkConfigInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineForkConfigInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineForkConfigInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineForkConfigInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -907,11 +844,11 @@ impl x::ObjectType for VirtualMachineForkConfigInfoChildType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineForkConfigInfoChildType(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineForkConfigInfoChildType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineForkConfigInfoChildType(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineForkConfigInfoChildType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -923,11 +860,11 @@ impl x::ObjectType for VirtualMachineGuestArchitecture {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineGuestArchitecture(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineGuestArchitecture(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineGuestArchitecture(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineGuestArchitecture(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -939,11 +876,11 @@ impl x::ObjectType for VirtualMachineGuestIntegrityInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineGuestIntegrityInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineGuestIntegrityInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineGuestIntegrityInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineGuestIntegrityInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -955,11 +892,11 @@ impl x::ObjectType for VirtualMachineGuestMonitoringModeInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineGuestMonitoringModeInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineGuestMonitoringModeInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineGuestMonitoringModeInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineGuestMonitoringModeInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -971,11 +908,11 @@ impl x::ObjectType for VirtualMachineGuestOsFamily {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineGuestOsFamily(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineGuestOsFamily(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineGuestOsFamily(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineGuestOsFamily(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -987,11 +924,11 @@ impl x::ObjectType for VirtualMachineGuestOsIdentifier {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineGuestOsIdentifier(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineGuestOsIdentifier(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineGuestOsIdentifier(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineGuestOsIdentifier(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1003,11 +940,11 @@ impl x::ObjectType for VirtualMachineGuestQuiesceSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineGuestQuiesceSpec(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineGuestQuiesceSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineGuestQuiesceSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineGuestQuiesceSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1019,11 +956,11 @@ impl x::ObjectType for VirtualMachineGuestRebootStatus {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineGuestRebootStatus(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineGuestRebootStatus(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineGuestRebootStatus(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineGuestRebootStatus(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1035,11 +972,11 @@ impl x::ObjectType for VirtualMachineGuestState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineGuestState(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineGuestState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineGuestState(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineGuestState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1051,11 +988,11 @@ impl x::ObjectType for VirtualMachineGuestSummary {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineGuestSummary(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineGuestSummary(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineGuestSummary(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineGuestSummary(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1067,11 +1004,11 @@ impl x::ObjectType for VirtualMachineHtSharing {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineHtSharing(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineHtSharing(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineHtSharing(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineHtSharing(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1083,11 +1020,11 @@ impl x::ObjectType for VirtualMachineIdeDiskDeviceInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineIdeDiskDeviceInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineIdeDiskDeviceInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineIdeDiskDeviceInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineIdeDiskDeviceInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1099,11 +1036,11 @@ impl x::ObjectType for VirtualMachineIdeDiskDevicePartitionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineIdeDiskDevicePartitionInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineIdeDiskDevicePartitionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineIdeDiskDevicePartitionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineIdeDiskDevicePartitionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1115,11 +1052,11 @@ impl x::ObjectType for VirtualMachineImportSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineImportSpec(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineImportSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineImportSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineImportSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1131,11 +1068,11 @@ impl x::ObjectType for VirtualMachineIndependentFilterSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineIndependentFilterSpec(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineIndependentFilterSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineIndependentFilterSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineIndependentFilterSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1147,11 +1084,11 @@ impl x::ObjectType for VirtualMachineInstantCloneSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineInstantCloneSpec(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineInstantCloneSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineInstantCloneSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineInstantCloneSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1163,11 +1100,11 @@ impl x::ObjectType for VirtualMachineLegacyNetworkSwitchInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineLegacyNetworkSwitchInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineLegacyNetworkSwitchInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineLegacyNetworkSwitchInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineLegacyNetworkSwitchInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1179,11 +1116,11 @@ impl x::ObjectType for VirtualMachineMemoryAllocationPolicy {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMemoryAllocationPolicy(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineMemoryAllocationPolicy(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMemoryAllocationPolicy(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineMemoryAllocationPolicy(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1195,15 +1132,15 @@ impl x::ObjectType for VirtualMachineMemoryReservationInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMemoryReservationInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineMemoryReservationInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMemoryReservationInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineMemoryReservationInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualMachineMemoryReservationSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for VirtualMachineMemoryReservationSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1211,11 +1148,11 @@ impl x::ObjectType for VirtualMachineMemoryReservationSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMemoryReservationSpec(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineMemoryReservationSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMemoryReservationSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineMemoryReservationSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1227,11 +1164,11 @@ impl x::ObjectType for VirtualMachineMessage {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMessage(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineMessage(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMessage(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineMessage(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1243,11 +1180,11 @@ impl x::ObjectType for VirtualMachineMetadataManagerVmMetadata {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadata(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineMetadataManagerVmMetadata(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadata(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineMetadataManagerVmMetadata(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1259,11 +1196,11 @@ impl x::ObjectType for VirtualMachineMetadataManagerVmMetadataInput {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataInput(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineMetadataManagerVmMetadataInput(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataInput(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineMetadataManagerVmMetadataInput(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1275,11 +1212,11 @@ impl x::ObjectType for VirtualMachineMetadataManagerVmMetadataOp {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataOp(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineMetadataManagerVmMetadataOp(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataOp(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineMetadataManagerVmMetadataOp(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1291,11 +1228,11 @@ impl x::ObjectType for VirtualMachineMetadataManagerVmMetadataOwner {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataOwner(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineMetadataManagerVmMetadataOwner(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataOwner(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineMetadataManagerVmMetadataOwner(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1307,11 +1244,11 @@ impl x::ObjectType for VirtualMachineMetadataManagerVmMetadataOwnerOwner {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1323,11 +1260,11 @@ impl x::ObjectType for VirtualMachineMetadataManagerVmMetadataResult {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataResult(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineMetadataManagerVmMetadataResult(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMetadataManagerVmMetadataResult(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineMetadataManagerVmMetadataResult(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1339,11 +1276,11 @@ impl x::ObjectType for VirtualMachineMksConnection {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMksConnection(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineMksConnection(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMksConnection(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineMksConnection(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1355,11 +1292,11 @@ impl x::ObjectType for VirtualMachineMksTicket {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMksTicket(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineMksTicket(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMksTicket(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineMksTicket(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1371,11 +1308,11 @@ impl x::ObjectType for VirtualMachineMovePriority {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineMovePriority(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineMovePriority(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineMovePriority(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineMovePriority(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1387,11 +1324,11 @@ impl x::ObjectType for VirtualMachineNeedSecondaryReason {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineNeedSecondaryReason(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineNeedSecondaryReason(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineNeedSecondaryReason(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineNeedSecondaryReason(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1403,11 +1340,11 @@ impl x::ObjectType for VirtualMachineNetworkInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineNetworkInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineNetworkInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineNetworkInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineNetworkInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1419,11 +1356,11 @@ impl x::ObjectType for VirtualMachineNetworkShaperInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineNetworkShaperInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineNetworkShaperInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineNetworkShaperInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineNetworkShaperInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1435,11 +1372,11 @@ impl x::ObjectType for VirtualMachineParallelInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineParallelInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineParallelInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineParallelInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineParallelInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1451,11 +1388,11 @@ impl x::ObjectType for VirtualMachinePciPassthroughInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachinePciPassthroughInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachinePciPassthroughInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachinePciPassthroughInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachinePciPassthroughInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1467,11 +1404,11 @@ impl x::ObjectType for VirtualMachinePciSharedGpuPassthroughInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachinePciSharedGpuPassthroughInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachinePciSharedGpuPassthroughInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachinePciSharedGpuPassthroughInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachinePciSharedGpuPassthroughInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1483,11 +1420,11 @@ impl x::ObjectType for VirtualMachinePowerOffBehavior {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachinePowerOffBehavior(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachinePowerOffBehavior(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachinePowerOffBehavior(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachinePowerOffBehavior(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1499,11 +1436,11 @@ impl x::ObjectType for VirtualMachinePowerOpType {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachinePowerOpType(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachinePowerOpType(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachinePowerOpType(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachinePowerOpType(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1515,11 +1452,11 @@ impl x::ObjectType for VirtualMachinePowerState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachinePowerState(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachinePowerState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachinePowerState(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachinePowerState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1531,11 +1468,11 @@ impl x::ObjectType for VirtualMachinePrecisionClockInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachinePrecisionClockInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachinePrecisionClockInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachinePrecisionClockInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachinePrecisionClockInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1547,11 +1484,11 @@ impl x::ObjectType for VirtualMachineProfileDetails {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineProfileDetails(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineProfileDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineProfileDetails(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineProfileDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1563,11 +1500,11 @@ impl x::ObjectType for VirtualMachineProfileDetailsDiskProfileDetails {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineProfileDetailsDiskProfileDetails(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineProfileDetailsDiskProfileDetails(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineProfileDetailsDiskProfileDetails(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineProfileDetailsDiskProfileDetails(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1579,11 +1516,11 @@ impl x::ObjectType for VirtualMachineProfileRawData {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineProfileRawData(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineProfileRawData(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineProfileRawData(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineProfileRawData(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1595,11 +1532,11 @@ impl x::ObjectType for VirtualMachineProfileSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineProfileSpec(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineProfileSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineProfileSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineProfileSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1611,11 +1548,11 @@ impl x::ObjectType for VirtualMachinePropertyRelation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachinePropertyRelation(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachinePropertyRelation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachinePropertyRelation(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachinePropertyRelation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1627,11 +1564,11 @@ impl x::ObjectType for VirtualMachineQuestionInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineQuestionInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineQuestionInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineQuestionInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineQuestionInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1643,11 +1580,11 @@ impl x::ObjectType for VirtualMachineQuickStats {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineQuickStats(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineQuickStats(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineQuickStats(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineQuickStats(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1659,11 +1596,11 @@ impl x::ObjectType for VirtualMachineQuickStatsMemoryTierStats {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineQuickStatsMemoryTierStats(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineQuickStatsMemoryTierStats(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineQuickStatsMemoryTierStats(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineQuickStatsMemoryTierStats(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1675,11 +1612,11 @@ impl x::ObjectType for VirtualMachineRecordReplayState {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineRecordReplayState(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineRecordReplayState(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineRecordReplayState(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineRecordReplayState(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1691,11 +1628,11 @@ impl x::ObjectType for VirtualMachineRelocateDiskMoveOptions {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineRelocateDiskMoveOptions(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineRelocateDiskMoveOptions(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineRelocateDiskMoveOptions(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineRelocateDiskMoveOptions(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1707,11 +1644,11 @@ impl x::ObjectType for VirtualMachineRelocateSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineRelocateSpec(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineRelocateSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineRelocateSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineRelocateSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1723,11 +1660,11 @@ impl x::ObjectType for VirtualMachineRelocateSpecDiskLocator {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineRelocateSpecDiskLocator(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineRelocateSpecDiskLocator(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineRelocateSpecDiskLocator(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineRelocateSpecDiskLocator(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1739,11 +1676,11 @@ impl x::ObjectType for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineRelocateSpecDiskLocatorBackingSpec(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineRelocateSpecDiskLocatorBackingSpec(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineRelocateSpecDiskLocatorBackingSpec(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineRelocateSpecDiskLocatorBackingSpec(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1755,10 +1692,10 @@ impl x::ObjectType for VirtualMachineRelocateTransformation {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualMachineRelocateTransformation(v) => Some(v), _ => None, }
+        match object { Object::VirtualMachineRelocateTransformation(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualMachineRelocateTransformation(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualMachineRelocateTransformation(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

@@ -590,78 +590,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::VirtualMachineRuntimeInfo(v) => Object::VirtualMachineRuntimeInfo(Box::new((**v).clone())),
-            Object::VirtualMachineRuntimeInfoDasProtectionState(v) => Object::VirtualMachineRuntimeInfoDasProtectionState(Box::new((**v).clone())),
-            Object::VirtualMachineScsiDiskDeviceInfo(v) => Object::VirtualMachineScsiDiskDeviceInfo(Box::new((**v).clone())),
-            Object::VirtualMachineScsiPassthroughInfo(v) => Object::VirtualMachineScsiPassthroughInfo(Box::new((**v).clone())),
-            Object::VirtualMachineScsiPassthroughType(v) => Object::VirtualMachineScsiPassthroughType(Box::new((**v).clone())),
-            Object::VirtualMachineSerialInfo(v) => Object::VirtualMachineSerialInfo(Box::new((**v).clone())),
-            Object::VirtualMachineSgxInfo(v) => Object::VirtualMachineSgxInfo(Box::new((**v).clone())),
-            Object::VirtualMachineSgxInfoFlcModes(v) => Object::VirtualMachineSgxInfoFlcModes(Box::new((**v).clone())),
-            Object::VirtualMachineSgxTargetInfo(v) => Object::VirtualMachineSgxTargetInfo(Box::new((**v).clone())),
-            Object::VirtualMachineSnapshotInfo(v) => Object::VirtualMachineSnapshotInfo(Box::new((**v).clone())),
-            Object::VirtualMachineSnapshotTree(v) => Object::VirtualMachineSnapshotTree(Box::new((**v).clone())),
-            Object::VirtualMachineSoundInfo(v) => Object::VirtualMachineSoundInfo(Box::new((**v).clone())),
-            Object::VirtualMachineSriovDevicePoolInfo(v) => Object::VirtualMachineSriovDevicePoolInfo(Box::new((**v).clone())),
-            Object::VirtualMachineSriovInfo(v) => Object::VirtualMachineSriovInfo(Box::new((**v).clone())),
-            Object::VirtualMachineSriovNetworkDevicePoolInfo(v) => Object::VirtualMachineSriovNetworkDevicePoolInfo(Box::new((**v).clone())),
-            Object::VirtualMachineStandbyActionType(v) => Object::VirtualMachineStandbyActionType(Box::new((**v).clone())),
-            Object::VirtualMachineStorageInfo(v) => Object::VirtualMachineStorageInfo(Box::new((**v).clone())),
-            Object::VirtualMachineStorageSummary(v) => Object::VirtualMachineStorageSummary(Box::new((**v).clone())),
-            Object::VirtualMachineSummary(v) => Object::VirtualMachineSummary(Box::new((**v).clone())),
-            Object::VirtualMachineTargetInfo(v) => Object::VirtualMachineTargetInfo(Box::new((**v).clone())),
-            Object::VirtualMachineTargetInfoConfigurationTag(v) => Object::VirtualMachineTargetInfoConfigurationTag(Box::new((**v).clone())),
-            Object::VirtualMachineTicket(v) => Object::VirtualMachineTicket(Box::new((**v).clone())),
-            Object::VirtualMachineTicketType(v) => Object::VirtualMachineTicketType(Box::new((**v).clone())),
-            Object::VirtualMachineToolsInstallType(v) => Object::VirtualMachineToolsInstallType(Box::new((**v).clone())),
-            Object::VirtualMachineToolsRunningStatus(v) => Object::VirtualMachineToolsRunningStatus(Box::new((**v).clone())),
-            Object::VirtualMachineToolsStatus(v) => Object::VirtualMachineToolsStatus(Box::new((**v).clone())),
-            Object::VirtualMachineToolsVersionStatus(v) => Object::VirtualMachineToolsVersionStatus(Box::new((**v).clone())),
-            Object::VirtualMachineUsageOnDatastore(v) => Object::VirtualMachineUsageOnDatastore(Box::new((**v).clone())),
-            Object::VirtualMachineUsbInfo(v) => Object::VirtualMachineUsbInfo(Box::new((**v).clone())),
-            Object::VirtualMachineUsbInfoFamily(v) => Object::VirtualMachineUsbInfoFamily(Box::new((**v).clone())),
-            Object::VirtualMachineUsbInfoSpeed(v) => Object::VirtualMachineUsbInfoSpeed(Box::new((**v).clone())),
-            Object::VirtualMachineVFlashModuleInfo(v) => Object::VirtualMachineVFlashModuleInfo(Box::new((**v).clone())),
-            Object::VirtualMachineVMCIDevice(v) => Object::VirtualMachineVMCIDevice(Box::new((**v).clone())),
-            Object::VirtualMachineVMCIDeviceAction(v) => Object::VirtualMachineVMCIDeviceAction(Box::new((**v).clone())),
-            Object::VirtualMachineVMCIDeviceDirection(v) => Object::VirtualMachineVMCIDeviceDirection(Box::new((**v).clone())),
-            Object::VirtualMachineVMCIDeviceFilterInfo(v) => Object::VirtualMachineVMCIDeviceFilterInfo(Box::new((**v).clone())),
-            Object::VirtualMachineVMCIDeviceFilterSpec(v) => Object::VirtualMachineVMCIDeviceFilterSpec(Box::new((**v).clone())),
-            Object::VirtualMachineVMCIDeviceOption(v) => Object::VirtualMachineVMCIDeviceOption(Box::new((**v).clone())),
-            Object::VirtualMachineVMCIDeviceOptionFilterSpecOption(v) => Object::VirtualMachineVMCIDeviceOptionFilterSpecOption(Box::new((**v).clone())),
-            Object::VirtualMachineVMCIDeviceProtocol(v) => Object::VirtualMachineVMCIDeviceProtocol(Box::new((**v).clone())),
-            Object::VirtualMachineVMIROM(v) => Object::VirtualMachineVMIROM(Box::new((**v).clone())),
-            Object::VirtualMachineVMotionStunTimeInfo(v) => Object::VirtualMachineVMotionStunTimeInfo(Box::new((**v).clone())),
-            Object::VirtualMachineVcpuConfig(v) => Object::VirtualMachineVcpuConfig(Box::new((**v).clone())),
-            Object::VirtualMachineVendorDeviceGroupInfo(v) => Object::VirtualMachineVendorDeviceGroupInfo(Box::new((**v).clone())),
-            Object::VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo(v) => Object::VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo(Box::new((**v).clone())),
-            Object::VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType(v) => Object::VirtualMachineVendorDeviceGroupInfoComponentDeviceInfoComponentType(Box::new((**v).clone())),
-            Object::VirtualMachineVgpuDeviceInfo(v) => Object::VirtualMachineVgpuDeviceInfo(Box::new((**v).clone())),
-            Object::VirtualMachineVgpuProfileInfo(v) => Object::VirtualMachineVgpuProfileInfo(Box::new((**v).clone())),
-            Object::VirtualMachineVgpuProfileInfoProfileClass(v) => Object::VirtualMachineVgpuProfileInfoProfileClass(Box::new((**v).clone())),
-            Object::VirtualMachineVgpuProfileInfoProfileSharing(v) => Object::VirtualMachineVgpuProfileInfoProfileSharing(Box::new((**v).clone())),
-            Object::VirtualMachineVideoCard(v) => Object::VirtualMachineVideoCard(Box::new((**v).clone())),
-            Object::VirtualMachineVideoCardUse3dRenderer(v) => Object::VirtualMachineVideoCardUse3dRenderer(Box::new((**v).clone())),
-            Object::VirtualMachineVirtualDeviceGroups(v) => Object::VirtualMachineVirtualDeviceGroups(Box::new((**v).clone())),
-            Object::VirtualMachineVirtualDeviceGroupsDeviceGroup(v) => Object::VirtualMachineVirtualDeviceGroupsDeviceGroup(Box::new((**v).clone())),
-            Object::VirtualMachineVirtualDeviceGroupsVendorDeviceGroup(v) => Object::VirtualMachineVirtualDeviceGroupsVendorDeviceGroup(Box::new((**v).clone())),
-            Object::VirtualMachineVirtualDeviceSwap(v) => Object::VirtualMachineVirtualDeviceSwap(Box::new((**v).clone())),
-            Object::VirtualMachineVirtualDeviceSwapDeviceSwapInfo(v) => Object::VirtualMachineVirtualDeviceSwapDeviceSwapInfo(Box::new((**v).clone())),
-            Object::VirtualMachineVirtualDeviceSwapDeviceSwapStatus(v) => Object::VirtualMachineVirtualDeviceSwapDeviceSwapStatus(Box::new((**v).clone())),
-            Object::VirtualMachineVirtualNuma(v) => Object::VirtualMachineVirtualNuma(Box::new((**v).clone())),
-            Object::VirtualMachineVirtualNumaInfo(v) => Object::VirtualMachineVirtualNumaInfo(Box::new((**v).clone())),
-            Object::VirtualMachineVirtualPMem(v) => Object::VirtualMachineVirtualPMem(Box::new((**v).clone())),
-            Object::VirtualMachineVirtualPMemSnapshotMode(v) => Object::VirtualMachineVirtualPMemSnapshotMode(Box::new((**v).clone())),
-            Object::VirtualMachineWindowsQuiesceSpec(v) => Object::VirtualMachineWindowsQuiesceSpec(Box::new((**v).clone())),
-            Object::VirtualMachineWindowsQuiesceSpecVssBackupContext(v) => Object::VirtualMachineWindowsQuiesceSpecVssBackupContext(Box::new((**v).clone())),
-            Object::VirtualMachineWipeResult(v) => Object::VirtualMachineWipeResult(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -740,7 +668,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

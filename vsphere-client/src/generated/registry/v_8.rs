@@ -469,92 +469,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::VirtualNVDIMM(v) => Object::VirtualNVDIMM(Box::new((**v).clone())),
-            Object::VirtualNVDIMMBackingInfo(v) => Object::VirtualNVDIMMBackingInfo(Box::new((**v).clone())),
-            Object::VirtualNVDIMMController(v) => Object::VirtualNVDIMMController(Box::new((**v).clone())),
-            Object::VirtualNVDIMMControllerOption(v) => Object::VirtualNVDIMMControllerOption(Box::new((**v).clone())),
-            Object::VirtualNVDIMMOption(v) => Object::VirtualNVDIMMOption(Box::new((**v).clone())),
-            Object::VirtualNVMEController(v) => Object::VirtualNVMEController(Box::new((**v).clone())),
-            Object::VirtualNVMEControllerOption(v) => Object::VirtualNVMEControllerOption(Box::new((**v).clone())),
-            Object::VirtualNVMEControllerSharing(v) => Object::VirtualNVMEControllerSharing(Box::new((**v).clone())),
-            Object::VirtualNicManagerNetConfig(v) => Object::VirtualNicManagerNetConfig(Box::new((**v).clone())),
-            Object::VirtualPCIController(v) => Object::VirtualPCIController(Box::new((**v).clone())),
-            Object::VirtualPCIControllerOption(v) => Object::VirtualPCIControllerOption(Box::new((**v).clone())),
-            Object::VirtualPCIPassthrough(v) => Object::VirtualPCIPassthrough(Box::new((**v).clone())),
-            Object::VirtualPCIPassthroughAllowedDevice(v) => Object::VirtualPCIPassthroughAllowedDevice(Box::new((**v).clone())),
-            Object::VirtualPCIPassthroughDeviceBackingInfo(v) => Object::VirtualPCIPassthroughDeviceBackingInfo(Box::new((**v).clone())),
-            Object::VirtualPCIPassthroughDeviceBackingOption(v) => Object::VirtualPCIPassthroughDeviceBackingOption(Box::new((**v).clone())),
-            Object::VirtualPCIPassthroughDvxBackingInfo(v) => Object::VirtualPCIPassthroughDvxBackingInfo(Box::new((**v).clone())),
-            Object::VirtualPCIPassthroughDvxBackingOption(v) => Object::VirtualPCIPassthroughDvxBackingOption(Box::new((**v).clone())),
-            Object::VirtualPCIPassthroughDynamicBackingInfo(v) => Object::VirtualPCIPassthroughDynamicBackingInfo(Box::new((**v).clone())),
-            Object::VirtualPCIPassthroughDynamicBackingOption(v) => Object::VirtualPCIPassthroughDynamicBackingOption(Box::new((**v).clone())),
-            Object::VirtualPCIPassthroughOption(v) => Object::VirtualPCIPassthroughOption(Box::new((**v).clone())),
-            Object::VirtualPCIPassthroughPluginBackingInfo(v) => Object::VirtualPCIPassthroughPluginBackingInfo(Box::new((**v).clone())),
-            Object::VirtualPCIPassthroughPluginBackingOption(v) => Object::VirtualPCIPassthroughPluginBackingOption(Box::new((**v).clone())),
-            Object::VirtualPCIPassthroughVmiopBackingInfo(v) => Object::VirtualPCIPassthroughVmiopBackingInfo(Box::new((**v).clone())),
-            Object::VirtualPCIPassthroughVmiopBackingOption(v) => Object::VirtualPCIPassthroughVmiopBackingOption(Box::new((**v).clone())),
-            Object::VirtualPCNet32(v) => Object::VirtualPCNet32(Box::new((**v).clone())),
-            Object::VirtualPCNet32Option(v) => Object::VirtualPCNet32Option(Box::new((**v).clone())),
-            Object::VirtualPS2Controller(v) => Object::VirtualPS2Controller(Box::new((**v).clone())),
-            Object::VirtualPS2ControllerOption(v) => Object::VirtualPS2ControllerOption(Box::new((**v).clone())),
-            Object::VirtualParallelPort(v) => Object::VirtualParallelPort(Box::new((**v).clone())),
-            Object::VirtualParallelPortDeviceBackingInfo(v) => Object::VirtualParallelPortDeviceBackingInfo(Box::new((**v).clone())),
-            Object::VirtualParallelPortDeviceBackingOption(v) => Object::VirtualParallelPortDeviceBackingOption(Box::new((**v).clone())),
-            Object::VirtualParallelPortFileBackingInfo(v) => Object::VirtualParallelPortFileBackingInfo(Box::new((**v).clone())),
-            Object::VirtualParallelPortFileBackingOption(v) => Object::VirtualParallelPortFileBackingOption(Box::new((**v).clone())),
-            Object::VirtualParallelPortOption(v) => Object::VirtualParallelPortOption(Box::new((**v).clone())),
-            Object::VirtualPointingDevice(v) => Object::VirtualPointingDevice(Box::new((**v).clone())),
-            Object::VirtualPointingDeviceBackingOption(v) => Object::VirtualPointingDeviceBackingOption(Box::new((**v).clone())),
-            Object::VirtualPointingDeviceDeviceBackingInfo(v) => Object::VirtualPointingDeviceDeviceBackingInfo(Box::new((**v).clone())),
-            Object::VirtualPointingDeviceHostChoice(v) => Object::VirtualPointingDeviceHostChoice(Box::new((**v).clone())),
-            Object::VirtualPointingDeviceOption(v) => Object::VirtualPointingDeviceOption(Box::new((**v).clone())),
-            Object::VirtualPrecisionClock(v) => Object::VirtualPrecisionClock(Box::new((**v).clone())),
-            Object::VirtualPrecisionClockOption(v) => Object::VirtualPrecisionClockOption(Box::new((**v).clone())),
-            Object::VirtualPrecisionClockSystemClockBackingInfo(v) => Object::VirtualPrecisionClockSystemClockBackingInfo(Box::new((**v).clone())),
-            Object::VirtualPrecisionClockSystemClockBackingOption(v) => Object::VirtualPrecisionClockSystemClockBackingOption(Box::new((**v).clone())),
-            Object::VirtualSATAController(v) => Object::VirtualSATAController(Box::new((**v).clone())),
-            Object::VirtualSATAControllerOption(v) => Object::VirtualSATAControllerOption(Box::new((**v).clone())),
-            Object::VirtualSCSIController(v) => Object::VirtualSCSIController(Box::new((**v).clone())),
-            Object::VirtualSCSIControllerOption(v) => Object::VirtualSCSIControllerOption(Box::new((**v).clone())),
-            Object::VirtualSCSIPassthrough(v) => Object::VirtualSCSIPassthrough(Box::new((**v).clone())),
-            Object::VirtualSCSIPassthroughDeviceBackingInfo(v) => Object::VirtualSCSIPassthroughDeviceBackingInfo(Box::new((**v).clone())),
-            Object::VirtualSCSIPassthroughDeviceBackingOption(v) => Object::VirtualSCSIPassthroughDeviceBackingOption(Box::new((**v).clone())),
-            Object::VirtualSCSIPassthroughOption(v) => Object::VirtualSCSIPassthroughOption(Box::new((**v).clone())),
-            Object::VirtualSCSISharing(v) => Object::VirtualSCSISharing(Box::new((**v).clone())),
-            Object::VirtualSIOController(v) => Object::VirtualSIOController(Box::new((**v).clone())),
-            Object::VirtualSIOControllerOption(v) => Object::VirtualSIOControllerOption(Box::new((**v).clone())),
-            Object::VirtualSerialPort(v) => Object::VirtualSerialPort(Box::new((**v).clone())),
-            Object::VirtualSerialPortDeviceBackingInfo(v) => Object::VirtualSerialPortDeviceBackingInfo(Box::new((**v).clone())),
-            Object::VirtualSerialPortDeviceBackingOption(v) => Object::VirtualSerialPortDeviceBackingOption(Box::new((**v).clone())),
-            Object::VirtualSerialPortEndPoint(v) => Object::VirtualSerialPortEndPoint(Box::new((**v).clone())),
-            Object::VirtualSerialPortFileBackingInfo(v) => Object::VirtualSerialPortFileBackingInfo(Box::new((**v).clone())),
-            Object::VirtualSerialPortFileBackingOption(v) => Object::VirtualSerialPortFileBackingOption(Box::new((**v).clone())),
-            Object::VirtualSerialPortOption(v) => Object::VirtualSerialPortOption(Box::new((**v).clone())),
-            Object::VirtualSerialPortPipeBackingInfo(v) => Object::VirtualSerialPortPipeBackingInfo(Box::new((**v).clone())),
-            Object::VirtualSerialPortPipeBackingOption(v) => Object::VirtualSerialPortPipeBackingOption(Box::new((**v).clone())),
-            Object::VirtualSerialPortThinPrintBackingInfo(v) => Object::VirtualSerialPortThinPrintBackingInfo(Box::new((**v).clone())),
-            Object::VirtualSerialPortThinPrintBackingOption(v) => Object::VirtualSerialPortThinPrintBackingOption(Box::new((**v).clone())),
-            Object::VirtualSerialPortURIBackingInfo(v) => Object::VirtualSerialPortURIBackingInfo(Box::new((**v).clone())),
-            Object::VirtualSerialPortURIBackingOption(v) => Object::VirtualSerialPortURIBackingOption(Box::new((**v).clone())),
-            Object::VirtualSoundBlaster16(v) => Object::VirtualSoundBlaster16(Box::new((**v).clone())),
-            Object::VirtualSoundBlaster16Option(v) => Object::VirtualSoundBlaster16Option(Box::new((**v).clone())),
-            Object::VirtualSoundCard(v) => Object::VirtualSoundCard(Box::new((**v).clone())),
-            Object::VirtualSoundCardDeviceBackingInfo(v) => Object::VirtualSoundCardDeviceBackingInfo(Box::new((**v).clone())),
-            Object::VirtualSoundCardDeviceBackingOption(v) => Object::VirtualSoundCardDeviceBackingOption(Box::new((**v).clone())),
-            Object::VirtualSoundCardOption(v) => Object::VirtualSoundCardOption(Box::new((**v).clone())),
-            Object::VirtualSriovEthernetCard(v) => Object::VirtualSriovEthernetCard(Box::new((**v).clone())),
-            Object::VirtualSriovEthernetCardOption(v) => Object::VirtualSriovEthernetCardOption(Box::new((**v).clone())),
-            Object::VirtualSriovEthernetCardSriovBackingInfo(v) => Object::VirtualSriovEthernetCardSriovBackingInfo(Box::new((**v).clone())),
-            Object::VirtualSriovEthernetCardSriovBackingOption(v) => Object::VirtualSriovEthernetCardSriovBackingOption(Box::new((**v).clone())),
-            Object::VirtualSwitchProfile(v) => Object::VirtualSwitchProfile(Box::new((**v).clone())),
-            Object::VirtualSwitchSelectionProfile(v) => Object::VirtualSwitchSelectionProfile(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -647,7 +561,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -499,89 +499,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::VirtualTPM(v) => Object::VirtualTPM(Box::new((**v).clone())),
-            Object::VirtualTPMOption(v) => Object::VirtualTPMOption(Box::new((**v).clone())),
-            Object::VirtualUSB(v) => Object::VirtualUSB(Box::new((**v).clone())),
-            Object::VirtualUSBController(v) => Object::VirtualUSBController(Box::new((**v).clone())),
-            Object::VirtualUSBControllerOption(v) => Object::VirtualUSBControllerOption(Box::new((**v).clone())),
-            Object::VirtualUSBControllerPciBusSlotInfo(v) => Object::VirtualUSBControllerPciBusSlotInfo(Box::new((**v).clone())),
-            Object::VirtualUSBOption(v) => Object::VirtualUSBOption(Box::new((**v).clone())),
-            Object::VirtualUSBRemoteClientBackingInfo(v) => Object::VirtualUSBRemoteClientBackingInfo(Box::new((**v).clone())),
-            Object::VirtualUSBRemoteClientBackingOption(v) => Object::VirtualUSBRemoteClientBackingOption(Box::new((**v).clone())),
-            Object::VirtualUSBRemoteHostBackingInfo(v) => Object::VirtualUSBRemoteHostBackingInfo(Box::new((**v).clone())),
-            Object::VirtualUSBRemoteHostBackingOption(v) => Object::VirtualUSBRemoteHostBackingOption(Box::new((**v).clone())),
-            Object::VirtualUSBUSBBackingInfo(v) => Object::VirtualUSBUSBBackingInfo(Box::new((**v).clone())),
-            Object::VirtualUSBUSBBackingOption(v) => Object::VirtualUSBUSBBackingOption(Box::new((**v).clone())),
-            Object::VirtualUSBXHCIController(v) => Object::VirtualUSBXHCIController(Box::new((**v).clone())),
-            Object::VirtualUSBXHCIControllerOption(v) => Object::VirtualUSBXHCIControllerOption(Box::new((**v).clone())),
-            Object::VirtualVMIROMOption(v) => Object::VirtualVMIROMOption(Box::new((**v).clone())),
-            Object::VirtualVideoCardOption(v) => Object::VirtualVideoCardOption(Box::new((**v).clone())),
-            Object::VirtualVmxnet(v) => Object::VirtualVmxnet(Box::new((**v).clone())),
-            Object::VirtualVmxnet2(v) => Object::VirtualVmxnet2(Box::new((**v).clone())),
-            Object::VirtualVmxnet2Option(v) => Object::VirtualVmxnet2Option(Box::new((**v).clone())),
-            Object::VirtualVmxnet3(v) => Object::VirtualVmxnet3(Box::new((**v).clone())),
-            Object::VirtualVmxnet3Option(v) => Object::VirtualVmxnet3Option(Box::new((**v).clone())),
-            Object::VirtualVmxnet3OptionStrictLatencyConfigOption(v) => Object::VirtualVmxnet3OptionStrictLatencyConfigOption(Box::new((**v).clone())),
-            Object::VirtualVmxnet3StrictLatencyConfig(v) => Object::VirtualVmxnet3StrictLatencyConfig(Box::new((**v).clone())),
-            Object::VirtualVmxnet3StrictLatencyConfigDisableOffload(v) => Object::VirtualVmxnet3StrictLatencyConfigDisableOffload(Box::new((**v).clone())),
-            Object::VirtualVmxnet3Vrdma(v) => Object::VirtualVmxnet3Vrdma(Box::new((**v).clone())),
-            Object::VirtualVmxnet3VrdmaOption(v) => Object::VirtualVmxnet3VrdmaOption(Box::new((**v).clone())),
-            Object::VirtualVmxnet3VrdmaOptionDeviceProtocols(v) => Object::VirtualVmxnet3VrdmaOptionDeviceProtocols(Box::new((**v).clone())),
-            Object::VirtualVmxnetOption(v) => Object::VirtualVmxnetOption(Box::new((**v).clone())),
-            Object::VirtualWDT(v) => Object::VirtualWDT(Box::new((**v).clone())),
-            Object::VirtualWDTOption(v) => Object::VirtualWDTOption(Box::new((**v).clone())),
-            Object::VlanProfile(v) => Object::VlanProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmAcquiredMksTicketEvent(v) => Object::VmAcquiredMksTicketEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmAcquiredTicketEvent(v) => Object::VmAcquiredTicketEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmAlreadyExistsInDatacenter(v) => Object::VmAlreadyExistsInDatacenter(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmAutoRenameEvent(v) => Object::VmAutoRenameEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmBeingClonedEvent(v) => Object::VmBeingClonedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmBeingClonedNoFolderEvent(v) => Object::VmBeingClonedNoFolderEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmBeingCreatedEvent(v) => Object::VmBeingCreatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmBeingDeployedEvent(v) => Object::VmBeingDeployedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmBeingHotMigratedEvent(v) => Object::VmBeingHotMigratedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmBeingMigratedEvent(v) => Object::VmBeingMigratedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmBeingRelocatedEvent(v) => Object::VmBeingRelocatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmCloneEvent(v) => Object::VmCloneEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmCloneFailedEvent(v) => Object::VmCloneFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmClonedEvent(v) => Object::VmClonedEvent(Box::new((**v).clone())),
-            Object::VmConfigFault(v) => Object::VmConfigFault(Box::new((**v).clone())),
-            Object::VmConfigFileEncryptionInfo(v) => Object::VmConfigFileEncryptionInfo(Box::new((**v).clone())),
-            Object::VmConfigFileInfo(v) => Object::VmConfigFileInfo(Box::new((**v).clone())),
-            Object::VmConfigFileQuery(v) => Object::VmConfigFileQuery(Box::new((**v).clone())),
-            Object::VmConfigFileQueryFilter(v) => Object::VmConfigFileQueryFilter(Box::new((**v).clone())),
-            Object::VmConfigFileQueryFlags(v) => Object::VmConfigFileQueryFlags(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmConfigIncompatibleForFaultTolerance(v) => Object::VmConfigIncompatibleForFaultTolerance(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmConfigIncompatibleForRecordReplay(v) => Object::VmConfigIncompatibleForRecordReplay(Box::new((**v).clone())),
-            Object::VmConfigInfo(v) => Object::VmConfigInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmConfigMissingEvent(v) => Object::VmConfigMissingEvent(Box::new((**v).clone())),
-            Object::VmConfigSpec(v) => Object::VmConfigSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmConnectedEvent(v) => Object::VmConnectedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmCreatedEvent(v) => Object::VmCreatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmDasBeingResetEvent(v) => Object::VmDasBeingResetEvent(Box::new((**v).clone())),
-            Object::VmDasBeingResetEventReasonCode(v) => Object::VmDasBeingResetEventReasonCode(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmDasBeingResetWithScreenshotEvent(v) => Object::VmDasBeingResetWithScreenshotEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmDasResetFailedEvent(v) => Object::VmDasResetFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmDasUpdateErrorEvent(v) => Object::VmDasUpdateErrorEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmDasUpdateOkEvent(v) => Object::VmDasUpdateOkEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmDateRolledBackEvent(v) => Object::VmDateRolledBackEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmDeployFailedEvent(v) => Object::VmDeployFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmDeployedEvent(v) => Object::VmDeployedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmDisconnectedEvent(v) => Object::VmDisconnectedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmDiscoveredEvent(v) => Object::VmDiscoveredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmDiskFailedEvent(v) => Object::VmDiskFailedEvent(Box::new((**v).clone())),
-            Object::VmDiskFileEncryptionInfo(v) => Object::VmDiskFileEncryptionInfo(Box::new((**v).clone())),
-            Object::VmDiskFileInfo(v) => Object::VmDiskFileInfo(Box::new((**v).clone())),
-            Object::VmDiskFileQuery(v) => Object::VmDiskFileQuery(Box::new((**v).clone())),
-            Object::VmDiskFileQueryFilter(v) => Object::VmDiskFileQueryFilter(Box::new((**v).clone())),
-            Object::VmDiskFileQueryFlags(v) => Object::VmDiskFileQueryFlags(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -671,7 +588,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

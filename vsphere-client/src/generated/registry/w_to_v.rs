@@ -157,15 +157,15 @@ pub enum Object {
     #[cfg(feature = "all-faults")] WakeOnLanNotSupported(Box<WakeOnLanNotSupported>),
     #[cfg(feature = "all-faults")] WakeOnLanNotSupportedByVmotionNIC(Box<WakeOnLanNotSupportedByVmotionNIC>),
     #[cfg(feature = "all-events")] WarningUpgradeEvent(Box<WarningUpgradeEvent>),
-    WeekOfMonth(Box<WeekOfMonth>),
-    WeeklyTaskScheduler(Box<WeeklyTaskScheduler>),
+    #[cfg(feature = "admin")] WeekOfMonth(Box<WeekOfMonth>),
+    #[cfg(feature = "admin")] WeeklyTaskScheduler(Box<WeeklyTaskScheduler>),
     #[cfg(feature = "all-faults")] WillLoseHAProtection(Box<WillLoseHAProtection>),
     WillLoseHAProtectionResolution(Box<WillLoseHAProtectionResolution>),
     #[cfg(feature = "all-faults")] WillModifyConfigCpuRequirements(Box<WillModifyConfigCpuRequirements>),
     #[cfg(feature = "all-faults")] WillResetSnapshotDirectory(Box<WillResetSnapshotDirectory>),
     WinNetBIOSConfigInfo(Box<WinNetBIOSConfigInfo>),
     #[cfg(feature = "all-faults")] WipeDiskFault(Box<WipeDiskFault>),
-    WitnessNodeInfo(Box<WitnessNodeInfo>),
+    #[cfg(feature = "admin")] WitnessNodeInfo(Box<WitnessNodeInfo>),
     VslmDiskInfoFlag(Box<VslmDiskInfoFlag>),
     VslmInfrastructureObjectPolicy(Box<VslmInfrastructureObjectPolicy>),
     VslmInfrastructureObjectPolicySpec(Box<VslmInfrastructureObjectPolicySpec>),
@@ -189,15 +189,15 @@ fn decode(
         #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WakeOnLanNotSupported(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WakeOnLanNotSupportedByVmotionNIC(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WarningUpgradeEvent(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WeekOfMonth(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WeeklyTaskScheduler(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WeekOfMonth(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WeeklyTaskScheduler(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillLoseHAProtection(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillLoseHAProtectionResolution(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillModifyConfigCpuRequirements(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WillResetSnapshotDirectory(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WinNetBIOSConfigInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WipeDiskFault(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WitnessNodeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::WitnessNodeInfo(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmDiskInfoFlag(v), Err(e) => return Some(Err(e)) },
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmInfrastructureObjectPolicy(v), Err(e) => return Some(Err(e)) },
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VslmInfrastructureObjectPolicySpec(v), Err(e) => return Some(Err(e)) },
@@ -215,15 +215,15 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupportedByVmotionNIC(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::WarningUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::WeekOfMonth(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::WeeklyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::WeekOfMonth(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::WeeklyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::WillLoseHAProtection(v) => std::fmt::Debug::fmt(&**v, f),
             Object::WillLoseHAProtectionResolution(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::WillModifyConfigCpuRequirements(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::WillResetSnapshotDirectory(v) => std::fmt::Debug::fmt(&**v, f),
             Object::WinNetBIOSConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::WipeDiskFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::WitnessNodeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::WitnessNodeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VslmDiskInfoFlag(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VslmInfrastructureObjectPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VslmInfrastructureObjectPolicySpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -239,31 +239,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::WaitOptions(v) => Object::WaitOptions(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupported(v) => Object::WakeOnLanNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupportedByVmotionNIC(v) => Object::WakeOnLanNotSupportedByVmotionNIC(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::WarningUpgradeEvent(v) => Object::WarningUpgradeEvent(Box::new((**v).clone())),
-            Object::WeekOfMonth(v) => Object::WeekOfMonth(Box::new((**v).clone())),
-            Object::WeeklyTaskScheduler(v) => Object::WeeklyTaskScheduler(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::WillLoseHAProtection(v) => Object::WillLoseHAProtection(Box::new((**v).clone())),
-            Object::WillLoseHAProtectionResolution(v) => Object::WillLoseHAProtectionResolution(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::WillModifyConfigCpuRequirements(v) => Object::WillModifyConfigCpuRequirements(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::WillResetSnapshotDirectory(v) => Object::WillResetSnapshotDirectory(Box::new((**v).clone())),
-            Object::WinNetBIOSConfigInfo(v) => Object::WinNetBIOSConfigInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::WipeDiskFault(v) => Object::WipeDiskFault(Box::new((**v).clone())),
-            Object::WitnessNodeInfo(v) => Object::WitnessNodeInfo(Box::new((**v).clone())),
-            Object::VslmDiskInfoFlag(v) => Object::VslmDiskInfoFlag(Box::new((**v).clone())),
-            Object::VslmInfrastructureObjectPolicy(v) => Object::VslmInfrastructureObjectPolicy(Box::new((**v).clone())),
-            Object::VslmInfrastructureObjectPolicySpec(v) => Object::VslmInfrastructureObjectPolicySpec(Box::new((**v).clone())),
-            Object::VslmVClockInfo(v) => Object::VslmVClockInfo(Box::new((**v).clone())),
-            Object::VslmVStorageObjectControlFlag(v) => Object::VslmVStorageObjectControlFlag(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -271,15 +246,15 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupported(_) => "WakeOnLanNotSupported",
             #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupportedByVmotionNIC(_) => "WakeOnLanNotSupportedByVmotionNIC",
             #[cfg(feature = "all-events")] Object::WarningUpgradeEvent(_) => "WarningUpgradeEvent",
-            Object::WeekOfMonth(_) => "WeekOfMonth",
-            Object::WeeklyTaskScheduler(_) => "WeeklyTaskScheduler",
+            #[cfg(feature = "admin")] Object::WeekOfMonth(_) => "WeekOfMonth",
+            #[cfg(feature = "admin")] Object::WeeklyTaskScheduler(_) => "WeeklyTaskScheduler",
             #[cfg(feature = "all-faults")] Object::WillLoseHAProtection(_) => "WillLoseHAProtection",
             Object::WillLoseHAProtectionResolution(_) => "WillLoseHAProtectionResolution",
             #[cfg(feature = "all-faults")] Object::WillModifyConfigCpuRequirements(_) => "WillModifyConfigCpuRequirements",
             #[cfg(feature = "all-faults")] Object::WillResetSnapshotDirectory(_) => "WillResetSnapshotDirectory",
             Object::WinNetBIOSConfigInfo(_) => "WinNetBIOSConfigInfo",
             #[cfg(feature = "all-faults")] Object::WipeDiskFault(_) => "WipeDiskFault",
-            Object::WitnessNodeInfo(_) => "WitnessNodeInfo",
+            #[cfg(feature = "admin")] Object::WitnessNodeInfo(_) => "WitnessNodeInfo",
             Object::VslmDiskInfoFlag(_) => "vslmDiskInfoFlag",
             Object::VslmInfrastructureObjectPolicy(_) => "vslmInfrastructureObjectPolicy",
             Object::VslmInfrastructureObjectPolicySpec(_) => "vslmInfrastructureObjectPolicySpec",
@@ -295,7 +270,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {
@@ -308,15 +283,15 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupportedByVmotionNIC(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::WarningUpgradeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::WeekOfMonth(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::WeeklyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::WeekOfMonth(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::WeeklyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::WillLoseHAProtection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::WillLoseHAProtectionResolution(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::WillModifyConfigCpuRequirements(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::WillResetSnapshotDirectory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::WinNetBIOSConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::WipeDiskFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::WitnessNodeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::WitnessNodeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VslmDiskInfoFlag(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VslmInfrastructureObjectPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VslmInfrastructureObjectPolicySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -391,7 +366,7 @@ impl x::ObjectType for WaitOptions {
     }
 }
 
-impl x::ObjectType for WeekOfMonth {
+#[cfg(feature = "admin")] impl x::ObjectType for WeekOfMonth {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -407,7 +382,7 @@ impl x::ObjectType for WeekOfMonth {
     }
 }
 
-impl x::ObjectType for WeeklyTaskScheduler {
+#[cfg(feature = "admin")] impl x::ObjectType for WeeklyTaskScheduler {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -519,7 +494,7 @@ impl x::ObjectType for WinNetBIOSConfigInfo {
     }
 }
 
-impl x::ObjectType for WitnessNodeInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for WitnessNodeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -478,6 +478,7 @@ impl PartialEq for ActiveVMsBlockingEVC {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for ActiveVMsBlockingEVC {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             evc_config_fault: self.evc_config_fault.clone(),
@@ -724,6 +725,7 @@ impl PartialEq for AffinityConfigured {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for AffinityConfigured {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             migration_fault: self.migration_fault.clone(),
@@ -765,6 +767,7 @@ impl x::Fields for AffinityConfigured {
         w.write_vec("configuredAffinity", &self.configured_affinity);
     }
 }
+#[cfg(feature = "admin")]
 /// `AfterStartupTaskScheduler` (extends `TaskScheduler`).
 ///
 /// The fields of `TaskScheduler` are in `task_scheduler`, also reachable through `Deref`.
@@ -775,20 +778,25 @@ pub struct AfterStartupTaskScheduler {
     /// `minute`.
     pub minute: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AfterStartupTaskScheduler {
     const TYPE_NAME: &'static str = "AfterStartupTaskScheduler";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AfterStartupTaskScheduler {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AfterStartupTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AfterStartupTaskScheduler", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AfterStartupTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for AfterStartupTaskScheduler {
     type Target = TaskScheduler;
     #[inline]
@@ -796,12 +804,14 @@ impl std::ops::Deref for AfterStartupTaskScheduler {
         &self.task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for AfterStartupTaskScheduler {
     #[inline]
     fn deref_mut(&mut self) -> &mut TaskScheduler {
         &mut self.task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AfterStartupTaskScheduler {
     fn decode_field(
         &mut self,
@@ -1188,6 +1198,7 @@ impl x::Fields for AlarmCreatedEvent {
         w.write("entity", &self.entity);
     }
 }
+#[cfg(feature = "admin")]
 /// `AlarmDescription` (extends `DynamicData`).
 #[derive(Default)]
 pub struct AlarmDescription {
@@ -1212,21 +1223,27 @@ pub struct AlarmDescription {
     /// `action`.
     pub action: Vec<AnyTypeDescription>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AlarmDescription {
     const TYPE_NAME: &'static str = "AlarmDescription";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AlarmDescription {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AlarmDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AlarmDescription", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AlarmDescription {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AlarmDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             expr: x::clone_vec(&self.expr),
@@ -1246,6 +1263,7 @@ impl Clone for AlarmDescription {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AlarmDescription {
     fn decode_field(
         &mut self,
@@ -1585,6 +1603,7 @@ impl x::Fields for AlarmExpression {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "admin")]
 /// `AlarmFilterSpec` (extends `DynamicData`).
 #[derive(Default)]
 pub struct AlarmFilterSpec {
@@ -1595,21 +1614,27 @@ pub struct AlarmFilterSpec {
     /// `typeTrigger`.
     pub type_trigger: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AlarmFilterSpec {
     const TYPE_NAME: &'static str = "AlarmFilterSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AlarmFilterSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AlarmFilterSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AlarmFilterSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AlarmFilterSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AlarmFilterSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             status: x::clone_vec(&self.status),
@@ -1618,6 +1643,7 @@ impl Clone for AlarmFilterSpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AlarmFilterSpec {
     fn decode_field(
         &mut self,
@@ -1639,6 +1665,7 @@ impl x::Fields for AlarmFilterSpec {
         w.write_opt("typeTrigger", &self.type_trigger);
     }
 }
+#[cfg(feature = "admin")]
 /// `AlarmInfo` (extends `AlarmSpec`).
 ///
 /// The fields of `AlarmSpec` are in `alarm_spec`, also reachable through `Deref`.
@@ -1659,20 +1686,25 @@ pub struct AlarmInfo {
     /// `creationEventId`.
     pub creation_event_id: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AlarmInfo {
     const TYPE_NAME: &'static str = "AlarmInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AlarmInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AlarmInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AlarmInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AlarmInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for AlarmInfo {
     type Target = AlarmSpec;
     #[inline]
@@ -1680,12 +1712,14 @@ impl std::ops::Deref for AlarmInfo {
         &self.alarm_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for AlarmInfo {
     #[inline]
     fn deref_mut(&mut self) -> &mut AlarmSpec {
         &mut self.alarm_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AlarmInfo {
     fn decode_field(
         &mut self,
@@ -1982,6 +2016,7 @@ impl x::Fields for AlarmScriptFailedEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "admin")]
 /// `AlarmSetting` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct AlarmSetting {
@@ -1990,20 +2025,25 @@ pub struct AlarmSetting {
     /// `reportingFrequency`.
     pub reporting_frequency: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AlarmSetting {
     const TYPE_NAME: &'static str = "AlarmSetting";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AlarmSetting {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AlarmSetting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AlarmSetting", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AlarmSetting {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AlarmSetting {
     fn decode_field(
         &mut self,
@@ -2153,6 +2193,7 @@ impl x::Fields for AlarmSnmpFailedEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "admin")]
 /// `AlarmSpec` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyAlarmSpec`], which also carries its subtypes.
@@ -2175,20 +2216,25 @@ pub struct AlarmSpec {
     /// `setting`.
     pub setting: Option<AlarmSetting>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AlarmSpec {
     const TYPE_NAME: &'static str = "AlarmSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AlarmSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AlarmSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AlarmSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AlarmSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AlarmSpec {
     fn decode_field(
         &mut self,
@@ -2403,6 +2449,7 @@ impl PartialEq for AlarmTriggeringAction {
     }
 }
 impl Clone for AlarmTriggeringAction {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             action: self.action.clone(),

@@ -375,6 +375,7 @@ impl PartialEq for AndAlarmExpression {
     }
 }
 impl Clone for AndAlarmExpression {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             expression: x::clone_vec(&self.expression),
@@ -398,6 +399,7 @@ impl x::Fields for AndAlarmExpression {
         w.write_vec("expression", &self.expression);
     }
 }
+#[cfg(feature = "admin")]
 /// `AnswerFile` (extends `DynamicData`).
 #[derive(Default)]
 pub struct AnswerFile {
@@ -408,21 +410,27 @@ pub struct AnswerFile {
     /// `modifiedTime`.
     pub modified_time: x::DateTime,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AnswerFile {
     const TYPE_NAME: &'static str = "AnswerFile";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AnswerFile {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AnswerFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AnswerFile", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AnswerFile {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AnswerFile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             user_input: x::clone_vec(&self.user_input),
@@ -431,6 +439,7 @@ impl Clone for AnswerFile {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AnswerFile {
     fn decode_field(
         &mut self,
@@ -516,6 +525,7 @@ impl PartialEq for AnswerFileOptionsCreateSpec {
     }
 }
 impl Clone for AnswerFileOptionsCreateSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             answer_file_create_spec: self.answer_file_create_spec.clone(),
@@ -693,6 +703,7 @@ impl PartialEq for AnswerFileStatusResult {
     }
 }
 impl Clone for AnswerFileStatusResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             checked_time: self.checked_time.clone(),
@@ -760,6 +771,7 @@ impl PartialEq for AnswerFileUpdateFailed {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for AnswerFileUpdateFailed {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vim_fault: self.vim_fault.clone(),
@@ -938,6 +950,7 @@ impl PartialEq for ApplyHostProfileConfigurationResult {
     }
 }
 impl Clone for ApplyHostProfileConfigurationResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             start_time: self.start_time.clone(),
@@ -1012,6 +1025,7 @@ impl PartialEq for ApplyHostProfileConfigurationSpec {
     }
 }
 impl Clone for ApplyHostProfileConfigurationSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             profile_execute_result: self.profile_execute_result.clone(),
@@ -1114,6 +1128,7 @@ impl PartialEq for ApplyProfile {
     }
 }
 impl Clone for ApplyProfile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             enabled: self.enabled,

@@ -67,6 +67,7 @@ impl PartialEq for AnyAction {
     }
 }
 impl Clone for AnyAction {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::Action(v) => Self::Action(Box::new((**v).clone())),
@@ -330,6 +331,7 @@ impl PartialEq for AnyAlarmAction {
     }
 }
 impl Clone for AnyAlarmAction {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::AlarmAction(v) => Self::AlarmAction(Box::new((**v).clone())),
@@ -514,6 +516,7 @@ impl PartialEq for AnyAlarmExpression {
     }
 }
 impl Clone for AnyAlarmExpression {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::AlarmExpression(v) => Self::AlarmExpression(Box::new((**v).clone())),
@@ -732,24 +735,31 @@ impl x::VariantOf<AnyAlarmExpression> for StateAlarmExpression {
         }
     }
 }
+#[cfg(feature = "admin")]
 /// `AlarmSpec` or one of its 1 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyAlarmSpec::AlarmSpec`].
 #[non_exhaustive]
 pub enum AnyAlarmSpec {
+    #[cfg(feature = "admin")]
     AlarmSpec(Box<AlarmSpec>),
+    #[cfg(feature = "admin")]
     AlarmInfo(Box<AlarmInfo>),
 }
+#[cfg(feature = "admin")]
 impl Default for AnyAlarmSpec {
     fn default() -> Self {
         Self::AlarmSpec(Box::default())
     }
 }
+#[cfg(feature = "admin")]
 impl AnyAlarmSpec {
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
         match self {
+            #[cfg(feature = "admin")]
             Self::AlarmSpec(_) => "AlarmSpec",
+            #[cfg(feature = "admin")]
             Self::AlarmInfo(_) => "AlarmInfo",
         }
     }
@@ -758,6 +768,7 @@ impl AnyAlarmSpec {
         T::variant_ref(self)
     }
 }
+#[cfg(feature = "admin")]
 impl x::FromValue for AnyAlarmSpec {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
         x::any_from_value(value, "AlarmSpec", Self::from_object)
@@ -765,38 +776,50 @@ impl x::FromValue for AnyAlarmSpec {
 }
 // SAFETY: every variant is a Box of a generated type whose fields are all
 // Send + Sync (asserted for each variant type by the generated thread_safety test).
-unsafe impl Send for AnyAlarmSpec {}
+#[cfg(feature = "admin")] unsafe impl Send for AnyAlarmSpec {}
 // SAFETY: as above.
-unsafe impl Sync for AnyAlarmSpec {}
+#[cfg(feature = "admin")] unsafe impl Sync for AnyAlarmSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AnyAlarmSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            #[cfg(feature = "admin")]
             Self::AlarmSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::AlarmInfo(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AnyAlarmSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_encoding(self, other)
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AnyAlarmSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
+            #[cfg(feature = "admin")]
             Self::AlarmSpec(v) => Self::AlarmSpec(Box::new((**v).clone())),
+            #[cfg(feature = "admin")]
             Self::AlarmInfo(v) => Self::AlarmInfo(Box::new((**v).clone())),
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for AnyAlarmSpec {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
         match self {
+            #[cfg(feature = "admin")]
             Self::AlarmSpec(v) => x::Encode::encode_as(&**v, w, tag, None),
+            #[cfg(feature = "admin")]
             Self::AlarmInfo(v) => x::Encode::encode_as(&**v, w, tag, Some("AlarmInfo")),
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyAlarmSpec {
     /// The value of an `anyType` slot as this enum, if it holds this
     /// type or one of its subtypes; else the object back.
@@ -805,39 +828,74 @@ impl AnyAlarmSpec {
     ) -> Result<Self, Box<dyn x::DataObject>> {
         use crate::generated::registry as chunks;
         let object = match x::take_chunk::<chunks::a_1::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::a_1::Object::AlarmSpec(v)) => return Ok(Self::AlarmSpec(v)),
+            #[cfg(feature = "admin")]
             Ok(chunks::a_1::Object::AlarmInfo(v)) => return Ok(Self::AlarmInfo(v)),
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         Err(object)
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for AnyAlarmSpec {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        let mut ancestor: Option<&'static str> = None;
+        for _ in 0..64 {
+            let type_name = match ancestor {
+                Some(name) => Some(name),
+                None => r.xsi_type(),
+            };
+            return Ok(
+                match type_name {
+                    #[cfg(feature = "admin")]
+                    Some("AlarmInfo") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmInfo(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some(name) => {
+                        match r.registry().base_of(name) {
+                            Some(base) => {
+                                ancestor = Some(base);
+                                continue;
+                            }
+                            None => {
+                                match x::Decode::decode_boxed(r) {
+                                    Ok(v) => Self::AlarmSpec(v),
+                                    Err(e) => return Err(e),
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmSpec(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                },
+            );
+        }
         Ok(
-            match r.xsi_type() {
-                Some("AlarmInfo") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AlarmInfo(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::AlarmSpec(v),
-                        Err(e) => return Err(e),
-                    }
-                }
+            match x::Decode::decode_boxed(r) {
+                Ok(v) => Self::AlarmSpec(v),
+                Err(e) => return Err(e),
             },
         )
     }
 }
+#[cfg(feature = "admin")]
 impl<T: x::VariantOf<AnyAlarmSpec>> From<T> for AnyAlarmSpec {
     fn from(value: T) -> Self {
         value.into_variant()
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyAlarmSpec> for AlarmSpec {
     #[inline]
     fn into_variant(self) -> AnyAlarmSpec {
@@ -847,10 +905,13 @@ impl x::VariantOf<AnyAlarmSpec> for AlarmSpec {
     fn variant_ref(any: &AnyAlarmSpec) -> Option<&Self> {
         match any {
             AnyAlarmSpec::AlarmSpec(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyAlarmSpec> for AlarmInfo {
     #[inline]
     fn into_variant(self) -> AnyAlarmSpec {
@@ -860,6 +921,7 @@ impl x::VariantOf<AnyAlarmSpec> for AlarmInfo {
     fn variant_ref(any: &AnyAlarmSpec) -> Option<&Self> {
         match any {
             AnyAlarmSpec::AlarmInfo(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -917,6 +979,7 @@ impl PartialEq for AnyAnswerFileCreateSpec {
     }
 }
 impl Clone for AnyAnswerFileCreateSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::AnswerFileCreateSpec(v) => {
@@ -1213,6 +1276,7 @@ impl PartialEq for AnyApplyProfile {
     }
 }
 impl Clone for AnyApplyProfile {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ApplyProfile(v) => Self::ApplyProfile(Box::new((**v).clone())),

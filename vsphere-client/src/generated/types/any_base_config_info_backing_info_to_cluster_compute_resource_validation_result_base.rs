@@ -69,6 +69,7 @@ impl PartialEq for AnyBaseConfigInfoBackingInfo {
     }
 }
 impl Clone for AnyBaseConfigInfoBackingInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::BaseConfigInfoBackingInfo(v) => {
@@ -296,6 +297,7 @@ impl PartialEq for AnyBaseConfigInfoFileBackingInfo {
     }
 }
 impl Clone for AnyBaseConfigInfoFileBackingInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::BaseConfigInfoFileBackingInfo(v) => {
@@ -523,6 +525,7 @@ impl PartialEq for AnyClusterAction {
     }
 }
 impl Clone for AnyClusterAction {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ClusterAction(v) => Self::ClusterAction(Box::new((**v).clone())),
@@ -944,6 +947,7 @@ impl PartialEq for AnyClusterComputeResourceValidationResultBase {
     }
 }
 impl Clone for AnyClusterComputeResourceValidationResultBase {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ClusterComputeResourceValidationResultBase(v) => {

@@ -79,6 +79,7 @@ impl PartialEq for AnyClusterDasAdmissionControlInfo {
     }
 }
 impl Clone for AnyClusterDasAdmissionControlInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ClusterDasAdmissionControlInfo(v) => {
@@ -344,6 +345,7 @@ impl PartialEq for AnyClusterDasAdmissionControlPolicy {
     }
 }
 impl Clone for AnyClusterDasAdmissionControlPolicy {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ClusterDasAdmissionControlPolicy(v) => {
@@ -592,6 +594,7 @@ impl PartialEq for AnyClusterDasAdvancedRuntimeInfo {
     }
 }
 impl Clone for AnyClusterDasAdvancedRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ClusterDasAdvancedRuntimeInfo(v) => {
@@ -747,6 +750,7 @@ impl PartialEq for AnyClusterDasData {
     }
 }
 impl Clone for AnyClusterDasData {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ClusterDasData(v) => Self::ClusterDasData(Box::new((**v).clone())),
@@ -887,6 +891,7 @@ impl PartialEq for AnyClusterDasHostInfo {
     }
 }
 impl Clone for AnyClusterDasHostInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ClusterDasHostInfo(v) => {
@@ -1035,6 +1040,7 @@ impl PartialEq for AnyClusterDrsFaultsFaultsByVm {
     }
 }
 impl Clone for AnyClusterDrsFaultsFaultsByVm {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ClusterDrsFaultsFaultsByVm(v) => {

@@ -67,6 +67,7 @@ impl PartialEq for AnyCustomizationIpGenerator {
     }
 }
 impl Clone for AnyCustomizationIpGenerator {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::CustomizationIpGenerator(v) => {
@@ -357,6 +358,7 @@ impl PartialEq for AnyCustomizationIpV6Generator {
     }
 }
 impl Clone for AnyCustomizationIpV6Generator {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::CustomizationIpV6Generator(v) => {
@@ -686,6 +688,7 @@ impl PartialEq for AnyCustomizationName {
     }
 }
 impl Clone for AnyCustomizationName {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::CustomizationName(v) => {
@@ -948,6 +951,7 @@ impl PartialEq for AnyCustomizationOptions {
     }
 }
 impl Clone for AnyCustomizationOptions {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::CustomizationOptions(v) => {

@@ -80,6 +80,7 @@ impl PartialEq for AnyDirectPathProfileManagerCapacityResult {
     }
 }
 impl Clone for AnyDirectPathProfileManagerCapacityResult {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DirectPathProfileManagerCapacityResult(v) => {
@@ -321,6 +322,7 @@ impl PartialEq for AnyDirectPathProfileManagerDirectPathConfig {
     }
 }
 impl Clone for AnyDirectPathProfileManagerDirectPathConfig {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DirectPathProfileManagerDirectPathConfig(v) => {
@@ -630,6 +632,7 @@ impl PartialEq for AnyDirectPathProfileManagerTargetEntity {
     }
 }
 impl Clone for AnyDirectPathProfileManagerTargetEntity {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DirectPathProfileManagerTargetEntity(v) => {
@@ -844,6 +847,7 @@ impl PartialEq for AnyDistributedVirtualSwitchHostMemberBacking {
     }
 }
 impl Clone for AnyDistributedVirtualSwitchHostMemberBacking {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DistributedVirtualSwitchHostMemberBacking(v) => {
@@ -1044,6 +1048,7 @@ impl PartialEq for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
     }
 }
 impl Clone for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(v) => {

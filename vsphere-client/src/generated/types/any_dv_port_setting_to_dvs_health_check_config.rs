@@ -55,6 +55,7 @@ impl PartialEq for AnyDVPortSetting {
     }
 }
 impl Clone for AnyDVPortSetting {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DVPortSetting(v) => Self::DVPortSetting(Box::new((**v).clone())),
@@ -199,6 +200,7 @@ impl PartialEq for AnyDVPortgroupPolicy {
     }
 }
 impl Clone for AnyDVPortgroupPolicy {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DVPortgroupPolicy(v) => {
@@ -345,6 +347,7 @@ impl PartialEq for AnyDVSConfigInfo {
     }
 }
 impl Clone for AnyDVSConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DVSConfigInfo(v) => Self::DVSConfigInfo(Box::new((**v).clone())),
@@ -489,6 +492,7 @@ impl PartialEq for AnyDVSConfigSpec {
     }
 }
 impl Clone for AnyDVSConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DVSConfigSpec(v) => Self::DVSConfigSpec(Box::new((**v).clone())),
@@ -633,6 +637,7 @@ impl PartialEq for AnyDVSFeatureCapability {
     }
 }
 impl Clone for AnyDVSFeatureCapability {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DVSFeatureCapability(v) => {
@@ -779,6 +784,7 @@ impl PartialEq for AnyDVSHealthCheckCapability {
     }
 }
 impl Clone for AnyDVSHealthCheckCapability {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DVSHealthCheckCapability(v) => {
@@ -945,6 +951,7 @@ impl PartialEq for AnyDVSHealthCheckConfig {
     }
 }
 impl Clone for AnyDVSHealthCheckConfig {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DVSHealthCheckConfig(v) => {

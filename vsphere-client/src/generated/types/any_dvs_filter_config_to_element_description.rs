@@ -65,6 +65,7 @@ impl PartialEq for AnyDvsFilterConfig {
     }
 }
 impl Clone for AnyDvsFilterConfig {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DvsFilterConfig(v) => Self::DvsFilterConfig(Box::new((**v).clone())),
@@ -268,6 +269,7 @@ impl PartialEq for AnyDvsIpPort {
     }
 }
 impl Clone for AnyDvsIpPort {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DvsIpPort(v) => Self::DvsIpPort(Box::new((**v).clone())),
@@ -454,6 +456,7 @@ impl PartialEq for AnyDvsNetworkRuleAction {
     }
 }
 impl Clone for AnyDvsNetworkRuleAction {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DvsNetworkRuleAction(v) => {
@@ -843,6 +846,7 @@ impl PartialEq for AnyDvsNetworkRuleQualifier {
     }
 }
 impl Clone for AnyDvsNetworkRuleQualifier {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DvsNetworkRuleQualifier(v) => {
@@ -1062,6 +1066,7 @@ impl PartialEq for AnyElementDescription {
     }
 }
 impl Clone for AnyElementDescription {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ElementDescription(v) => {

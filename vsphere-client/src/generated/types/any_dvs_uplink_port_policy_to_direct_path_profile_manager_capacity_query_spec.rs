@@ -55,6 +55,7 @@ impl PartialEq for AnyDVSUplinkPortPolicy {
     }
 }
 impl Clone for AnyDVSUplinkPortPolicy {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DVSUplinkPortPolicy(v) => {
@@ -212,6 +213,7 @@ impl PartialEq for AnyDatastoreInfo {
     }
 }
 impl Clone for AnyDatastoreInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DatastoreInfo(v) => Self::DatastoreInfo(Box::new((**v).clone())),
@@ -534,6 +536,7 @@ impl PartialEq for AnyDescription {
     }
 }
 impl Clone for AnyDescription {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::Description(v) => Self::Description(Box::new((**v).clone())),
@@ -942,6 +945,7 @@ impl PartialEq for AnyDirectPathProfileManagerCapacityQuerySpec {
     }
 }
 impl Clone for AnyDirectPathProfileManagerCapacityQuerySpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::DirectPathProfileManagerCapacityQuerySpec(v) => {

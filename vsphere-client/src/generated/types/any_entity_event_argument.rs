@@ -106,6 +106,7 @@ impl PartialEq for AnyEntityEventArgument {
     }
 }
 impl Clone for AnyEntityEventArgument {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::EntityEventArgument(v) => {

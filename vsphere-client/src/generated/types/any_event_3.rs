@@ -6,6 +6,7 @@ use super::*;
 use crate::xml as x;
 
 impl Clone for AnyEvent {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::Event(v) => Self::Event(Box::new((**v).clone())),

@@ -55,6 +55,7 @@ impl PartialEq for AnyEventManagerEventViewSpec {
     }
 }
 impl Clone for AnyEventManagerEventViewSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::EventManagerEventViewSpec(v) => {
@@ -205,6 +206,7 @@ impl PartialEq for AnyFaultToleranceConfigInfo {
     }
 }
 impl Clone for AnyFaultToleranceConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::FaultToleranceConfigInfo(v) => {
@@ -414,6 +416,7 @@ impl PartialEq for AnyFileInfo {
     }
 }
 impl Clone for AnyFileInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::FileInfo(v) => Self::FileInfo(Box::new((**v).clone())),
@@ -816,6 +819,7 @@ impl PartialEq for AnyFileQuery {
     }
 }
 impl Clone for AnyFileQuery {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::FileQuery(v) => Self::FileQuery(Box::new((**v).clone())),

@@ -62,6 +62,7 @@ impl PartialEq for AnyGuestAuthSubject {
     }
 }
 impl Clone for AnyGuestAuthSubject {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::GuestAuthSubject(v) => Self::GuestAuthSubject(Box::new((**v).clone())),
@@ -239,6 +240,7 @@ impl PartialEq for AnyGuestAuthentication {
     }
 }
 impl Clone for AnyGuestAuthentication {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::GuestAuthentication(v) => {
@@ -480,6 +482,7 @@ impl PartialEq for AnyGuestFileAttributes {
     }
 }
 impl Clone for AnyGuestFileAttributes {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::GuestFileAttributes(v) => {
@@ -654,6 +657,7 @@ impl PartialEq for AnyGuestProgramSpec {
     }
 }
 impl Clone for AnyGuestProgramSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::GuestProgramSpec(v) => Self::GuestProgramSpec(Box::new((**v).clone())),
@@ -809,6 +813,7 @@ impl PartialEq for AnyGuestRegValueDataSpec {
     }
 }
 impl Clone for AnyGuestRegValueDataSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::GuestRegValueDataSpec(v) => {

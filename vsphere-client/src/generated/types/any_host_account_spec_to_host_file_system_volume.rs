@@ -59,6 +59,7 @@ impl PartialEq for AnyHostAccountSpec {
     }
 }
 impl Clone for AnyHostAccountSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostAccountSpec(v) => Self::HostAccountSpec(Box::new((**v).clone())),
@@ -213,6 +214,7 @@ impl PartialEq for AnyHostAuthenticationStoreInfo {
     }
 }
 impl Clone for AnyHostAuthenticationStoreInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostAuthenticationStoreInfo(v) => {
@@ -426,6 +428,7 @@ impl PartialEq for AnyHostConnectInfoNetworkInfo {
     }
 }
 impl Clone for AnyHostConnectInfoNetworkInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostConnectInfoNetworkInfo(v) => {
@@ -586,6 +589,7 @@ impl PartialEq for AnyHostDatastoreConnectInfo {
     }
 }
 impl Clone for AnyHostDatastoreConnectInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostDatastoreConnectInfo(v) => {
@@ -769,6 +773,7 @@ impl PartialEq for AnyHostDnsConfig {
     }
 }
 impl Clone for AnyHostDnsConfig {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostDnsConfig(v) => Self::HostDnsConfig(Box::new((**v).clone())),
@@ -927,6 +932,7 @@ impl PartialEq for AnyHostFileSystemVolume {
     }
 }
 impl Clone for AnyHostFileSystemVolume {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostFileSystemVolume(v) => {

@@ -62,6 +62,7 @@ impl PartialEq for AnyHostHardwareElementInfo {
     }
 }
 impl Clone for AnyHostHardwareElementInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostHardwareElementInfo(v) => {
@@ -189,24 +190,31 @@ impl x::VariantOf<AnyHostHardwareElementInfo> for HostStorageElementInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 /// `HostHbaCreateSpec` or one of its 1 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyHostHbaCreateSpec::HostHbaCreateSpec`].
 #[non_exhaustive]
 pub enum AnyHostHbaCreateSpec {
+    #[cfg(feature = "admin")]
     HostHbaCreateSpec(Box<HostHbaCreateSpec>),
+    #[cfg(feature = "admin")]
     HostTcpHbaCreateSpec(Box<HostTcpHbaCreateSpec>),
 }
+#[cfg(feature = "admin")]
 impl Default for AnyHostHbaCreateSpec {
     fn default() -> Self {
         Self::HostHbaCreateSpec(Box::default())
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostHbaCreateSpec {
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostHbaCreateSpec(_) => "HostHbaCreateSpec",
+            #[cfg(feature = "admin")]
             Self::HostTcpHbaCreateSpec(_) => "HostTcpHbaCreateSpec",
         }
     }
@@ -215,6 +223,7 @@ impl AnyHostHbaCreateSpec {
         T::variant_ref(self)
     }
 }
+#[cfg(feature = "admin")]
 impl x::FromValue for AnyHostHbaCreateSpec {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
         x::any_from_value(value, "HostHbaCreateSpec", Self::from_object)
@@ -222,44 +231,56 @@ impl x::FromValue for AnyHostHbaCreateSpec {
 }
 // SAFETY: every variant is a Box of a generated type whose fields are all
 // Send + Sync (asserted for each variant type by the generated thread_safety test).
-unsafe impl Send for AnyHostHbaCreateSpec {}
+#[cfg(feature = "admin")] unsafe impl Send for AnyHostHbaCreateSpec {}
 // SAFETY: as above.
-unsafe impl Sync for AnyHostHbaCreateSpec {}
+#[cfg(feature = "admin")] unsafe impl Sync for AnyHostHbaCreateSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AnyHostHbaCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostHbaCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::HostTcpHbaCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AnyHostHbaCreateSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_encoding(self, other)
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AnyHostHbaCreateSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostHbaCreateSpec(v) => {
                 Self::HostHbaCreateSpec(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::HostTcpHbaCreateSpec(v) => {
                 Self::HostTcpHbaCreateSpec(Box::new((**v).clone()))
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for AnyHostHbaCreateSpec {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostHbaCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, None),
+            #[cfg(feature = "admin")]
             Self::HostTcpHbaCreateSpec(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostTcpHbaCreateSpec"))
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostHbaCreateSpec {
     /// The value of an `anyType` slot as this enum, if it holds this
     /// type or one of its subtypes; else the object back.
@@ -268,47 +289,83 @@ impl AnyHostHbaCreateSpec {
     ) -> Result<Self, Box<dyn x::DataObject>> {
         use crate::generated::registry as chunks;
         let object = match x::take_chunk::<chunks::h_4::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::h_4::Object::HostHbaCreateSpec(v)) => {
                 return Ok(Self::HostHbaCreateSpec(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::h_9::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::h_9::Object::HostTcpHbaCreateSpec(v)) => {
                 return Ok(Self::HostTcpHbaCreateSpec(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         Err(object)
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for AnyHostHbaCreateSpec {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        let mut ancestor: Option<&'static str> = None;
+        for _ in 0..64 {
+            let type_name = match ancestor {
+                Some(name) => Some(name),
+                None => r.xsi_type(),
+            };
+            return Ok(
+                match type_name {
+                    #[cfg(feature = "admin")]
+                    Some("HostTcpHbaCreateSpec") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostTcpHbaCreateSpec(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some(name) => {
+                        match r.registry().base_of(name) {
+                            Some(base) => {
+                                ancestor = Some(base);
+                                continue;
+                            }
+                            None => {
+                                match x::Decode::decode_boxed(r) {
+                                    Ok(v) => Self::HostHbaCreateSpec(v),
+                                    Err(e) => return Err(e),
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostHbaCreateSpec(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                },
+            );
+        }
         Ok(
-            match r.xsi_type() {
-                Some("HostTcpHbaCreateSpec") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostTcpHbaCreateSpec(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostHbaCreateSpec(v),
-                        Err(e) => return Err(e),
-                    }
-                }
+            match x::Decode::decode_boxed(r) {
+                Ok(v) => Self::HostHbaCreateSpec(v),
+                Err(e) => return Err(e),
             },
         )
     }
 }
+#[cfg(feature = "admin")]
 impl<T: x::VariantOf<AnyHostHbaCreateSpec>> From<T> for AnyHostHbaCreateSpec {
     fn from(value: T) -> Self {
         value.into_variant()
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostHbaCreateSpec> for HostHbaCreateSpec {
     #[inline]
     fn into_variant(self) -> AnyHostHbaCreateSpec {
@@ -318,10 +375,13 @@ impl x::VariantOf<AnyHostHbaCreateSpec> for HostHbaCreateSpec {
     fn variant_ref(any: &AnyHostHbaCreateSpec) -> Option<&Self> {
         match any {
             AnyHostHbaCreateSpec::HostHbaCreateSpec(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostHbaCreateSpec> for HostTcpHbaCreateSpec {
     #[inline]
     fn into_variant(self) -> AnyHostHbaCreateSpec {
@@ -331,6 +391,7 @@ impl x::VariantOf<AnyHostHbaCreateSpec> for HostTcpHbaCreateSpec {
     fn variant_ref(any: &AnyHostHbaCreateSpec) -> Option<&Self> {
         match any {
             AnyHostHbaCreateSpec::HostTcpHbaCreateSpec(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -413,6 +474,7 @@ impl PartialEq for AnyHostHostBusAdapter {
     }
 }
 impl Clone for AnyHostHostBusAdapter {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostHostBusAdapter(v) => {
@@ -790,6 +852,7 @@ impl PartialEq for AnyHostIpRouteConfig {
     }
 }
 impl Clone for AnyHostIpRouteConfig {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostIpRouteConfig(v) => {
@@ -949,6 +1012,7 @@ impl PartialEq for AnyHostMemberHealthCheckResult {
     }
 }
 impl Clone for AnyHostMemberHealthCheckResult {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostMemberHealthCheckResult(v) => {

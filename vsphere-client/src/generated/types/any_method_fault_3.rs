@@ -6,6 +6,7 @@ use super::*;
 use crate::xml as x;
 
 impl Clone for AnyMethodFault {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::MethodFault(v) => Self::MethodFault(Box::new((**v).clone())),

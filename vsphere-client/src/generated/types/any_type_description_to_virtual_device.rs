@@ -59,6 +59,7 @@ impl PartialEq for AnyTypeDescription {
     }
 }
 impl Clone for AnyTypeDescription {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::TypeDescription(v) => Self::TypeDescription(Box::new((**v).clone())),
@@ -153,24 +154,31 @@ impl x::VariantOf<AnyTypeDescription> for ScheduledTaskDetail {
         }
     }
 }
+#[cfg(feature = "admin")]
 /// `UserSearchResult` or one of its 1 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyUserSearchResult::UserSearchResult`].
 #[non_exhaustive]
 pub enum AnyUserSearchResult {
+    #[cfg(feature = "admin")]
     UserSearchResult(Box<UserSearchResult>),
+    #[cfg(feature = "admin")]
     PosixUserSearchResult(Box<PosixUserSearchResult>),
 }
+#[cfg(feature = "admin")]
 impl Default for AnyUserSearchResult {
     fn default() -> Self {
         Self::UserSearchResult(Box::default())
     }
 }
+#[cfg(feature = "admin")]
 impl AnyUserSearchResult {
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
         match self {
+            #[cfg(feature = "admin")]
             Self::UserSearchResult(_) => "UserSearchResult",
+            #[cfg(feature = "admin")]
             Self::PosixUserSearchResult(_) => "PosixUserSearchResult",
         }
     }
@@ -179,53 +187,67 @@ impl AnyUserSearchResult {
         T::variant_ref(self)
     }
 }
+#[cfg(feature = "admin")]
 impl x::FromValue for AnyUserSearchResult {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
         x::any_from_value(value, "UserSearchResult", Self::from_object)
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for AnyUserSearchResult {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfUserSearchResult";
     const ITEM_TAG: &'static str = "UserSearchResult";
 }
 // SAFETY: every variant is a Box of a generated type whose fields are all
 // Send + Sync (asserted for each variant type by the generated thread_safety test).
-unsafe impl Send for AnyUserSearchResult {}
+#[cfg(feature = "admin")] unsafe impl Send for AnyUserSearchResult {}
 // SAFETY: as above.
-unsafe impl Sync for AnyUserSearchResult {}
+#[cfg(feature = "admin")] unsafe impl Sync for AnyUserSearchResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AnyUserSearchResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            #[cfg(feature = "admin")]
             Self::UserSearchResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::PosixUserSearchResult(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AnyUserSearchResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_encoding(self, other)
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AnyUserSearchResult {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
+            #[cfg(feature = "admin")]
             Self::UserSearchResult(v) => Self::UserSearchResult(Box::new((**v).clone())),
+            #[cfg(feature = "admin")]
             Self::PosixUserSearchResult(v) => {
                 Self::PosixUserSearchResult(Box::new((**v).clone()))
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for AnyUserSearchResult {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
         match self {
+            #[cfg(feature = "admin")]
             Self::UserSearchResult(v) => x::Encode::encode_as(&**v, w, tag, None),
+            #[cfg(feature = "admin")]
             Self::PosixUserSearchResult(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("PosixUserSearchResult"))
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyUserSearchResult {
     /// The value of an `anyType` slot as this enum, if it holds this
     /// type or one of its subtypes; else the object back.
@@ -234,47 +256,83 @@ impl AnyUserSearchResult {
     ) -> Result<Self, Box<dyn x::DataObject>> {
         use crate::generated::registry as chunks;
         let object = match x::take_chunk::<chunks::p_2::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::p_2::Object::PosixUserSearchResult(v)) => {
                 return Ok(Self::PosixUserSearchResult(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::u::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::u::Object::UserSearchResult(v)) => {
                 return Ok(Self::UserSearchResult(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         Err(object)
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for AnyUserSearchResult {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        let mut ancestor: Option<&'static str> = None;
+        for _ in 0..64 {
+            let type_name = match ancestor {
+                Some(name) => Some(name),
+                None => r.xsi_type(),
+            };
+            return Ok(
+                match type_name {
+                    #[cfg(feature = "admin")]
+                    Some("PosixUserSearchResult") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PosixUserSearchResult(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some(name) => {
+                        match r.registry().base_of(name) {
+                            Some(base) => {
+                                ancestor = Some(base);
+                                continue;
+                            }
+                            None => {
+                                match x::Decode::decode_boxed(r) {
+                                    Ok(v) => Self::UserSearchResult(v),
+                                    Err(e) => return Err(e),
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UserSearchResult(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                },
+            );
+        }
         Ok(
-            match r.xsi_type() {
-                Some("PosixUserSearchResult") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::PosixUserSearchResult(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::UserSearchResult(v),
-                        Err(e) => return Err(e),
-                    }
-                }
+            match x::Decode::decode_boxed(r) {
+                Ok(v) => Self::UserSearchResult(v),
+                Err(e) => return Err(e),
             },
         )
     }
 }
+#[cfg(feature = "admin")]
 impl<T: x::VariantOf<AnyUserSearchResult>> From<T> for AnyUserSearchResult {
     fn from(value: T) -> Self {
         value.into_variant()
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyUserSearchResult> for UserSearchResult {
     #[inline]
     fn into_variant(self) -> AnyUserSearchResult {
@@ -284,10 +342,13 @@ impl x::VariantOf<AnyUserSearchResult> for UserSearchResult {
     fn variant_ref(any: &AnyUserSearchResult) -> Option<&Self> {
         match any {
             AnyUserSearchResult::UserSearchResult(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyUserSearchResult> for PosixUserSearchResult {
     #[inline]
     fn into_variant(self) -> AnyUserSearchResult {
@@ -297,6 +358,7 @@ impl x::VariantOf<AnyUserSearchResult> for PosixUserSearchResult {
     fn variant_ref(any: &AnyUserSearchResult) -> Option<&Self> {
         match any {
             AnyUserSearchResult::PosixUserSearchResult(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -490,6 +552,7 @@ impl PartialEq for AnyVirtualDevice {
     }
 }
 impl Clone for AnyVirtualDevice {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VirtualDevice(v) => Self::VirtualDevice(Box::new((**v).clone())),

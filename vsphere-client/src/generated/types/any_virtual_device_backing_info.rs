@@ -313,6 +313,7 @@ impl PartialEq for AnyVirtualDeviceBackingInfo {
     }
 }
 impl Clone for AnyVirtualDeviceBackingInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VirtualDeviceBackingInfo(v) => {

@@ -346,6 +346,7 @@ impl PartialEq for AnyVirtualDeviceBackingOption {
     }
 }
 impl Clone for AnyVirtualDeviceBackingOption {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VirtualDeviceBackingOption(v) => {

@@ -60,6 +60,7 @@ impl PartialEq for AnyVirtualDeviceBusSlotInfo {
     }
 }
 impl Clone for AnyVirtualDeviceBusSlotInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VirtualDeviceBusSlotInfo(v) => {
@@ -244,6 +245,7 @@ impl PartialEq for AnyVirtualDeviceConfigSpec {
     }
 }
 impl Clone for AnyVirtualDeviceConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VirtualDeviceConfigSpec(v) => {
@@ -528,6 +530,7 @@ impl PartialEq for AnyVirtualDeviceOption {
     }
 }
 impl Clone for AnyVirtualDeviceOption {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VirtualDeviceOption(v) => {

@@ -61,6 +61,7 @@ impl PartialEq for AnyVirtualDiskSpec {
     }
 }
 impl Clone for AnyVirtualDiskSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VirtualDiskSpec(v) => Self::VirtualDiskSpec(Box::new((**v).clone())),
@@ -294,6 +295,7 @@ impl PartialEq for AnyVirtualMachineBaseIndependentFilterSpec {
     }
 }
 impl Clone for AnyVirtualMachineBaseIndependentFilterSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VirtualMachineBaseIndependentFilterSpec(v) => {
@@ -547,6 +549,7 @@ impl PartialEq for AnyVirtualMachineBootOptionsBootableDevice {
     }
 }
 impl Clone for AnyVirtualMachineBootOptionsBootableDevice {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VirtualMachineBootOptionsBootableDevice(v) => {
@@ -833,6 +836,7 @@ impl PartialEq for AnyVirtualMachineConnection {
     }
 }
 impl Clone for AnyVirtualMachineConnection {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VirtualMachineConnection(v) => {
@@ -996,6 +1000,7 @@ impl PartialEq for AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
     }
 }
 impl Clone for AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(v) => {

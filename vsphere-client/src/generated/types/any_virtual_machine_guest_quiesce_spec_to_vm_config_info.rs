@@ -57,6 +57,7 @@ impl PartialEq for AnyVirtualMachineGuestQuiesceSpec {
     }
 }
 impl Clone for AnyVirtualMachineGuestQuiesceSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VirtualMachineGuestQuiesceSpec(v) => {
@@ -224,6 +225,7 @@ impl PartialEq for AnyVirtualMachinePciPassthroughInfo {
     }
 }
 impl Clone for AnyVirtualMachinePciPassthroughInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VirtualMachinePciPassthroughInfo(v) => {
@@ -392,6 +394,7 @@ impl PartialEq for AnyVirtualMachineProfileSpec {
     }
 }
 impl Clone for AnyVirtualMachineProfileSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VirtualMachineProfileSpec(v) => {
@@ -620,6 +623,7 @@ impl PartialEq for AnyVirtualMachineSriovDevicePoolInfo {
     }
 }
 impl Clone for AnyVirtualMachineSriovDevicePoolInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VirtualMachineSriovDevicePoolInfo(v) => {
@@ -800,6 +804,7 @@ impl PartialEq for AnyVirtualMachineVirtualDeviceGroupsDeviceGroup {
     }
 }
 impl Clone for AnyVirtualMachineVirtualDeviceGroupsDeviceGroup {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VirtualMachineVirtualDeviceGroupsDeviceGroup(v) => {
@@ -972,6 +977,7 @@ impl PartialEq for AnyVmConfigInfo {
     }
 }
 impl Clone for AnyVmConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VmConfigInfo(v) => Self::VmConfigInfo(Box::new((**v).clone())),

@@ -55,6 +55,7 @@ impl PartialEq for AnyVmConfigSpec {
     }
 }
 impl Clone for AnyVmConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VmConfigSpec(v) => Self::VmConfigSpec(Box::new((**v).clone())),
@@ -205,6 +206,7 @@ impl PartialEq for AnyVmPlacementPolicy {
     }
 }
 impl Clone for AnyVmPlacementPolicy {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VmPlacementPolicy(v) => {
@@ -409,6 +411,7 @@ impl PartialEq for AnyVmfsDatastoreBaseOption {
     }
 }
 impl Clone for AnyVmfsDatastoreBaseOption {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VmfsDatastoreBaseOption(v) => {
@@ -624,6 +627,7 @@ impl PartialEq for AnyVmfsDatastoreSpec {
     }
 }
 impl Clone for AnyVmfsDatastoreSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VmfsDatastoreSpec(v) => {
@@ -854,6 +858,7 @@ impl PartialEq for AnyVmwareDistributedVirtualSwitchVlanSpec {
     }
 }
 impl Clone for AnyVmwareDistributedVirtualSwitchVlanSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VmwareDistributedVirtualSwitchVlanSpec(v) => {
@@ -1042,68 +1047,91 @@ for VmwareDistributedVirtualSwitchVlanIdSpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanUpgradeSystemPreflightCheckIssue` or one of its 9 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemPreflightCheckIssue`].
 #[non_exhaustive]
 pub enum AnyVsanUpgradeSystemPreflightCheckIssue {
+    #[cfg(feature = "admin")]
     VsanUpgradeSystemPreflightCheckIssue(Box<VsanUpgradeSystemPreflightCheckIssue>),
+    #[cfg(feature = "admin")]
     VsanUpgradeSystemAPIBrokenIssue(Box<VsanUpgradeSystemAPIBrokenIssue>),
+    #[cfg(feature = "admin")]
     VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(
         Box<VsanUpgradeSystemAutoClaimEnabledOnHostsIssue>,
     ),
+    #[cfg(feature = "admin")]
     VsanUpgradeSystemHostsDisconnectedIssue(
         Box<VsanUpgradeSystemHostsDisconnectedIssue>,
     ),
+    #[cfg(feature = "admin")]
     VsanUpgradeSystemMissingHostsInClusterIssue(
         Box<VsanUpgradeSystemMissingHostsInClusterIssue>,
     ),
+    #[cfg(feature = "admin")]
     VsanUpgradeSystemNetworkPartitionIssue(Box<VsanUpgradeSystemNetworkPartitionIssue>),
+    #[cfg(feature = "admin")]
     VsanUpgradeSystemNotEnoughFreeCapacityIssue(
         Box<VsanUpgradeSystemNotEnoughFreeCapacityIssue>,
     ),
+    #[cfg(feature = "admin")]
     VsanUpgradeSystemRogueHostsInClusterIssue(
         Box<VsanUpgradeSystemRogueHostsInClusterIssue>,
     ),
+    #[cfg(feature = "admin")]
     VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(
         Box<VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue>,
     ),
+    #[cfg(feature = "admin")]
     VsanUpgradeSystemWrongEsxVersionIssue(Box<VsanUpgradeSystemWrongEsxVersionIssue>),
 }
+#[cfg(feature = "admin")]
 impl Default for AnyVsanUpgradeSystemPreflightCheckIssue {
     fn default() -> Self {
         Self::VsanUpgradeSystemPreflightCheckIssue(Box::default())
     }
 }
+#[cfg(feature = "admin")]
 impl AnyVsanUpgradeSystemPreflightCheckIssue {
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
         match self {
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemPreflightCheckIssue(_) => {
                 "VsanUpgradeSystemPreflightCheckIssue"
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemAPIBrokenIssue(_) => "VsanUpgradeSystemAPIBrokenIssue",
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(_) => {
                 "VsanUpgradeSystemAutoClaimEnabledOnHostsIssue"
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemHostsDisconnectedIssue(_) => {
                 "VsanUpgradeSystemHostsDisconnectedIssue"
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemMissingHostsInClusterIssue(_) => {
                 "VsanUpgradeSystemMissingHostsInClusterIssue"
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemNetworkPartitionIssue(_) => {
                 "VsanUpgradeSystemNetworkPartitionIssue"
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(_) => {
                 "VsanUpgradeSystemNotEnoughFreeCapacityIssue"
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemRogueHostsInClusterIssue(_) => {
                 "VsanUpgradeSystemRogueHostsInClusterIssue"
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(_) => {
                 "VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue"
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemWrongEsxVersionIssue(_) => {
                 "VsanUpgradeSystemWrongEsxVersionIssue"
             }
@@ -1114,6 +1142,7 @@ impl AnyVsanUpgradeSystemPreflightCheckIssue {
         T::variant_ref(self)
     }
 }
+#[cfg(feature = "admin")]
 impl x::FromValue for AnyVsanUpgradeSystemPreflightCheckIssue {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
         x::any_from_value(
@@ -1123,104 +1152,132 @@ impl x::FromValue for AnyVsanUpgradeSystemPreflightCheckIssue {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for AnyVsanUpgradeSystemPreflightCheckIssue {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVsanUpgradeSystemPreflightCheckIssue";
     const ITEM_TAG: &'static str = "VsanUpgradeSystemPreflightCheckIssue";
 }
 // SAFETY: every variant is a Box of a generated type whose fields are all
 // Send + Sync (asserted for each variant type by the generated thread_safety test).
-unsafe impl Send for AnyVsanUpgradeSystemPreflightCheckIssue {}
+#[cfg(feature = "admin")] unsafe impl Send for AnyVsanUpgradeSystemPreflightCheckIssue {}
 // SAFETY: as above.
-unsafe impl Sync for AnyVsanUpgradeSystemPreflightCheckIssue {}
+#[cfg(feature = "admin")] unsafe impl Sync for AnyVsanUpgradeSystemPreflightCheckIssue {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AnyVsanUpgradeSystemPreflightCheckIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemPreflightCheckIssue(v) => {
                 std::fmt::Debug::fmt(&**v, f)
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemAPIBrokenIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v) => {
                 std::fmt::Debug::fmt(&**v, f)
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemHostsDisconnectedIssue(v) => {
                 std::fmt::Debug::fmt(&**v, f)
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemMissingHostsInClusterIssue(v) => {
                 std::fmt::Debug::fmt(&**v, f)
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemNetworkPartitionIssue(v) => {
                 std::fmt::Debug::fmt(&**v, f)
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v) => {
                 std::fmt::Debug::fmt(&**v, f)
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemRogueHostsInClusterIssue(v) => {
                 std::fmt::Debug::fmt(&**v, f)
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v) => {
                 std::fmt::Debug::fmt(&**v, f)
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemWrongEsxVersionIssue(v) => {
                 std::fmt::Debug::fmt(&**v, f)
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AnyVsanUpgradeSystemPreflightCheckIssue {
     fn eq(&self, other: &Self) -> bool {
         x::same_encoding(self, other)
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AnyVsanUpgradeSystemPreflightCheckIssue {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemPreflightCheckIssue(v) => {
                 Self::VsanUpgradeSystemPreflightCheckIssue(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemAPIBrokenIssue(v) => {
                 Self::VsanUpgradeSystemAPIBrokenIssue(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v) => {
                 Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(
                     Box::new((**v).clone()),
                 )
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemHostsDisconnectedIssue(v) => {
                 Self::VsanUpgradeSystemHostsDisconnectedIssue(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemMissingHostsInClusterIssue(v) => {
                 Self::VsanUpgradeSystemMissingHostsInClusterIssue(
                     Box::new((**v).clone()),
                 )
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemNetworkPartitionIssue(v) => {
                 Self::VsanUpgradeSystemNetworkPartitionIssue(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v) => {
                 Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(
                     Box::new((**v).clone()),
                 )
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemRogueHostsInClusterIssue(v) => {
                 Self::VsanUpgradeSystemRogueHostsInClusterIssue(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v) => {
                 Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(
                     Box::new((**v).clone()),
                 )
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemWrongEsxVersionIssue(v) => {
                 Self::VsanUpgradeSystemWrongEsxVersionIssue(Box::new((**v).clone()))
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for AnyVsanUpgradeSystemPreflightCheckIssue {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
         match self {
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemPreflightCheckIssue(v) => {
                 x::Encode::encode_as(&**v, w, tag, None)
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemAPIBrokenIssue(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1229,6 +1286,7 @@ impl x::Encode for AnyVsanUpgradeSystemPreflightCheckIssue {
                     Some("VsanUpgradeSystemAPIBrokenIssue"),
                 )
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1237,6 +1295,7 @@ impl x::Encode for AnyVsanUpgradeSystemPreflightCheckIssue {
                     Some("VsanUpgradeSystemAutoClaimEnabledOnHostsIssue"),
                 )
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemHostsDisconnectedIssue(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1245,6 +1304,7 @@ impl x::Encode for AnyVsanUpgradeSystemPreflightCheckIssue {
                     Some("VsanUpgradeSystemHostsDisconnectedIssue"),
                 )
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemMissingHostsInClusterIssue(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1253,6 +1313,7 @@ impl x::Encode for AnyVsanUpgradeSystemPreflightCheckIssue {
                     Some("VsanUpgradeSystemMissingHostsInClusterIssue"),
                 )
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemNetworkPartitionIssue(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1261,6 +1322,7 @@ impl x::Encode for AnyVsanUpgradeSystemPreflightCheckIssue {
                     Some("VsanUpgradeSystemNetworkPartitionIssue"),
                 )
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1269,6 +1331,7 @@ impl x::Encode for AnyVsanUpgradeSystemPreflightCheckIssue {
                     Some("VsanUpgradeSystemNotEnoughFreeCapacityIssue"),
                 )
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemRogueHostsInClusterIssue(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1277,6 +1340,7 @@ impl x::Encode for AnyVsanUpgradeSystemPreflightCheckIssue {
                     Some("VsanUpgradeSystemRogueHostsInClusterIssue"),
                 )
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1285,6 +1349,7 @@ impl x::Encode for AnyVsanUpgradeSystemPreflightCheckIssue {
                     Some("VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue"),
                 )
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemWrongEsxVersionIssue(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -1296,6 +1361,7 @@ impl x::Encode for AnyVsanUpgradeSystemPreflightCheckIssue {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyVsanUpgradeSystemPreflightCheckIssue {
     /// The value of an `anyType` slot as this enum, if it holds this
     /// type or one of its subtypes; else the object back.
@@ -1304,30 +1370,39 @@ impl AnyVsanUpgradeSystemPreflightCheckIssue {
     ) -> Result<Self, Box<dyn x::DataObject>> {
         use crate::generated::registry as chunks;
         let object = match x::take_chunk::<chunks::v_12::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::v_12::Object::VsanUpgradeSystemPreflightCheckIssue(v)) => {
                 return Ok(Self::VsanUpgradeSystemPreflightCheckIssue(v));
             }
+            #[cfg(feature = "admin")]
             Ok(chunks::v_12::Object::VsanUpgradeSystemAPIBrokenIssue(v)) => {
                 return Ok(Self::VsanUpgradeSystemAPIBrokenIssue(v));
             }
+            #[cfg(feature = "admin")]
             Ok(
                 chunks::v_12::Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v),
             ) => return Ok(Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v)),
+            #[cfg(feature = "admin")]
             Ok(chunks::v_12::Object::VsanUpgradeSystemHostsDisconnectedIssue(v)) => {
                 return Ok(Self::VsanUpgradeSystemHostsDisconnectedIssue(v));
             }
+            #[cfg(feature = "admin")]
             Ok(chunks::v_12::Object::VsanUpgradeSystemMissingHostsInClusterIssue(v)) => {
                 return Ok(Self::VsanUpgradeSystemMissingHostsInClusterIssue(v));
             }
+            #[cfg(feature = "admin")]
             Ok(chunks::v_12::Object::VsanUpgradeSystemNetworkPartitionIssue(v)) => {
                 return Ok(Self::VsanUpgradeSystemNetworkPartitionIssue(v));
             }
+            #[cfg(feature = "admin")]
             Ok(chunks::v_12::Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v)) => {
                 return Ok(Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v));
             }
+            #[cfg(feature = "admin")]
             Ok(chunks::v_12::Object::VsanUpgradeSystemRogueHostsInClusterIssue(v)) => {
                 return Ok(Self::VsanUpgradeSystemRogueHostsInClusterIssue(v));
             }
+            #[cfg(feature = "admin")]
             Ok(
                 chunks::v_12::Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(
                     v,
@@ -1335,93 +1410,137 @@ impl AnyVsanUpgradeSystemPreflightCheckIssue {
             ) => {
                 return Ok(Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v));
             }
+            #[cfg(feature = "admin")]
             Ok(chunks::v_12::Object::VsanUpgradeSystemWrongEsxVersionIssue(v)) => {
                 return Ok(Self::VsanUpgradeSystemWrongEsxVersionIssue(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         Err(object)
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for AnyVsanUpgradeSystemPreflightCheckIssue {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(
-            match r.xsi_type() {
-                Some("VsanUpgradeSystemAPIBrokenIssue") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VsanUpgradeSystemAPIBrokenIssue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VsanUpgradeSystemAutoClaimEnabledOnHostsIssue") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VsanUpgradeSystemHostsDisconnectedIssue") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VsanUpgradeSystemHostsDisconnectedIssue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VsanUpgradeSystemMissingHostsInClusterIssue") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VsanUpgradeSystemMissingHostsInClusterIssue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VsanUpgradeSystemNetworkPartitionIssue") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VsanUpgradeSystemNetworkPartitionIssue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VsanUpgradeSystemNotEnoughFreeCapacityIssue") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VsanUpgradeSystemRogueHostsInClusterIssue") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VsanUpgradeSystemRogueHostsInClusterIssue(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => {
-                            Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(
-                                v,
-                            )
+        let mut ancestor: Option<&'static str> = None;
+        for _ in 0..64 {
+            let type_name = match ancestor {
+                Some(name) => Some(name),
+                None => r.xsi_type(),
+            };
+            return Ok(
+                match type_name {
+                    #[cfg(feature = "admin")]
+                    Some("VsanUpgradeSystemAPIBrokenIssue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VsanUpgradeSystemAPIBrokenIssue(v),
+                            Err(e) => return Err(e),
                         }
-                        Err(e) => return Err(e),
                     }
-                }
-                Some("VsanUpgradeSystemWrongEsxVersionIssue") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VsanUpgradeSystemWrongEsxVersionIssue(v),
-                        Err(e) => return Err(e),
+                    #[cfg(feature = "admin")]
+                    Some("VsanUpgradeSystemAutoClaimEnabledOnHostsIssue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => {
+                                Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v)
+                            }
+                            Err(e) => return Err(e),
+                        }
                     }
-                }
-                _ => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VsanUpgradeSystemPreflightCheckIssue(v),
-                        Err(e) => return Err(e),
+                    #[cfg(feature = "admin")]
+                    Some("VsanUpgradeSystemHostsDisconnectedIssue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VsanUpgradeSystemHostsDisconnectedIssue(v),
+                            Err(e) => return Err(e),
+                        }
                     }
-                }
+                    #[cfg(feature = "admin")]
+                    Some("VsanUpgradeSystemMissingHostsInClusterIssue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VsanUpgradeSystemMissingHostsInClusterIssue(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "admin")]
+                    Some("VsanUpgradeSystemNetworkPartitionIssue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VsanUpgradeSystemNetworkPartitionIssue(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "admin")]
+                    Some("VsanUpgradeSystemNotEnoughFreeCapacityIssue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "admin")]
+                    Some("VsanUpgradeSystemRogueHostsInClusterIssue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VsanUpgradeSystemRogueHostsInClusterIssue(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "admin")]
+                    Some("VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => {
+                                Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(
+                                    v,
+                                )
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "admin")]
+                    Some("VsanUpgradeSystemWrongEsxVersionIssue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VsanUpgradeSystemWrongEsxVersionIssue(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some(name) => {
+                        match r.registry().base_of(name) {
+                            Some(base) => {
+                                ancestor = Some(base);
+                                continue;
+                            }
+                            None => {
+                                match x::Decode::decode_boxed(r) {
+                                    Ok(v) => Self::VsanUpgradeSystemPreflightCheckIssue(v),
+                                    Err(e) => return Err(e),
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VsanUpgradeSystemPreflightCheckIssue(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                },
+            );
+        }
+        Ok(
+            match x::Decode::decode_boxed(r) {
+                Ok(v) => Self::VsanUpgradeSystemPreflightCheckIssue(v),
+                Err(e) => return Err(e),
             },
         )
     }
 }
+#[cfg(feature = "admin")]
 impl<T: x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>> From<T>
 for AnyVsanUpgradeSystemPreflightCheckIssue {
     fn from(value: T) -> Self {
         value.into_variant()
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
 for VsanUpgradeSystemPreflightCheckIssue {
     #[inline]
@@ -1436,10 +1555,13 @@ for VsanUpgradeSystemPreflightCheckIssue {
             AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemPreflightCheckIssue(
                 v,
             ) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
 for VsanUpgradeSystemAPIBrokenIssue {
     #[inline]
@@ -1454,10 +1576,13 @@ for VsanUpgradeSystemAPIBrokenIssue {
             AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemAPIBrokenIssue(
                 v,
             ) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
 for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
     #[inline]
@@ -1472,10 +1597,13 @@ for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
             AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(
                 v,
             ) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
 for VsanUpgradeSystemHostsDisconnectedIssue {
     #[inline]
@@ -1490,10 +1618,13 @@ for VsanUpgradeSystemHostsDisconnectedIssue {
             AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemHostsDisconnectedIssue(
                 v,
             ) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
 for VsanUpgradeSystemMissingHostsInClusterIssue {
     #[inline]
@@ -1508,10 +1639,13 @@ for VsanUpgradeSystemMissingHostsInClusterIssue {
             AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemMissingHostsInClusterIssue(
                 v,
             ) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
 for VsanUpgradeSystemNetworkPartitionIssue {
     #[inline]
@@ -1526,10 +1660,13 @@ for VsanUpgradeSystemNetworkPartitionIssue {
             AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemNetworkPartitionIssue(
                 v,
             ) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
 for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
     #[inline]
@@ -1544,10 +1681,13 @@ for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
             AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemNotEnoughFreeCapacityIssue(
                 v,
             ) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
 for VsanUpgradeSystemRogueHostsInClusterIssue {
     #[inline]
@@ -1562,10 +1702,13 @@ for VsanUpgradeSystemRogueHostsInClusterIssue {
             AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemRogueHostsInClusterIssue(
                 v,
             ) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
 for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
     #[inline]
@@ -1580,10 +1723,13 @@ for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
             AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(
                 v,
             ) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyVsanUpgradeSystemPreflightCheckIssue>
 for VsanUpgradeSystemWrongEsxVersionIssue {
     #[inline]
@@ -1598,6 +1744,7 @@ for VsanUpgradeSystemWrongEsxVersionIssue {
             AnyVsanUpgradeSystemPreflightCheckIssue::VsanUpgradeSystemWrongEsxVersionIssue(
                 v,
             ) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }

@@ -5,34 +5,43 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "admin")]
 /// `VsanUpgradeSystemUpgradeHistoryItem` or one of its 2 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyVsanUpgradeSystemUpgradeHistoryItem::VsanUpgradeSystemUpgradeHistoryItem`].
 #[non_exhaustive]
 pub enum AnyVsanUpgradeSystemUpgradeHistoryItem {
+    #[cfg(feature = "admin")]
     VsanUpgradeSystemUpgradeHistoryItem(Box<VsanUpgradeSystemUpgradeHistoryItem>),
+    #[cfg(feature = "admin")]
     VsanUpgradeSystemUpgradeHistoryDiskGroupOp(
         Box<VsanUpgradeSystemUpgradeHistoryDiskGroupOp>,
     ),
+    #[cfg(feature = "admin")]
     VsanUpgradeSystemUpgradeHistoryPreflightFail(
         Box<VsanUpgradeSystemUpgradeHistoryPreflightFail>,
     ),
 }
+#[cfg(feature = "admin")]
 impl Default for AnyVsanUpgradeSystemUpgradeHistoryItem {
     fn default() -> Self {
         Self::VsanUpgradeSystemUpgradeHistoryItem(Box::default())
     }
 }
+#[cfg(feature = "admin")]
 impl AnyVsanUpgradeSystemUpgradeHistoryItem {
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
         match self {
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemUpgradeHistoryItem(_) => {
                 "VsanUpgradeSystemUpgradeHistoryItem"
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(_) => {
                 "VsanUpgradeSystemUpgradeHistoryDiskGroupOp"
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemUpgradeHistoryPreflightFail(_) => {
                 "VsanUpgradeSystemUpgradeHistoryPreflightFail"
             }
@@ -43,6 +52,7 @@ impl AnyVsanUpgradeSystemUpgradeHistoryItem {
         T::variant_ref(self)
     }
 }
+#[cfg(feature = "admin")]
 impl x::FromValue for AnyVsanUpgradeSystemUpgradeHistoryItem {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
         x::any_from_value(
@@ -52,42 +62,53 @@ impl x::FromValue for AnyVsanUpgradeSystemUpgradeHistoryItem {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for AnyVsanUpgradeSystemUpgradeHistoryItem {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVsanUpgradeSystemUpgradeHistoryItem";
     const ITEM_TAG: &'static str = "VsanUpgradeSystemUpgradeHistoryItem";
 }
 // SAFETY: every variant is a Box of a generated type whose fields are all
 // Send + Sync (asserted for each variant type by the generated thread_safety test).
-unsafe impl Send for AnyVsanUpgradeSystemUpgradeHistoryItem {}
+#[cfg(feature = "admin")] unsafe impl Send for AnyVsanUpgradeSystemUpgradeHistoryItem {}
 // SAFETY: as above.
-unsafe impl Sync for AnyVsanUpgradeSystemUpgradeHistoryItem {}
+#[cfg(feature = "admin")] unsafe impl Sync for AnyVsanUpgradeSystemUpgradeHistoryItem {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AnyVsanUpgradeSystemUpgradeHistoryItem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemUpgradeHistoryItem(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v) => {
                 std::fmt::Debug::fmt(&**v, f)
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemUpgradeHistoryPreflightFail(v) => {
                 std::fmt::Debug::fmt(&**v, f)
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AnyVsanUpgradeSystemUpgradeHistoryItem {
     fn eq(&self, other: &Self) -> bool {
         x::same_encoding(self, other)
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AnyVsanUpgradeSystemUpgradeHistoryItem {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemUpgradeHistoryItem(v) => {
                 Self::VsanUpgradeSystemUpgradeHistoryItem(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v) => {
                 Self::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemUpgradeHistoryPreflightFail(v) => {
                 Self::VsanUpgradeSystemUpgradeHistoryPreflightFail(
                     Box::new((**v).clone()),
@@ -96,12 +117,15 @@ impl Clone for AnyVsanUpgradeSystemUpgradeHistoryItem {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for AnyVsanUpgradeSystemUpgradeHistoryItem {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
         match self {
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemUpgradeHistoryItem(v) => {
                 x::Encode::encode_as(&**v, w, tag, None)
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -110,6 +134,7 @@ impl x::Encode for AnyVsanUpgradeSystemUpgradeHistoryItem {
                     Some("VsanUpgradeSystemUpgradeHistoryDiskGroupOp"),
                 )
             }
+            #[cfg(feature = "admin")]
             Self::VsanUpgradeSystemUpgradeHistoryPreflightFail(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -121,6 +146,7 @@ impl x::Encode for AnyVsanUpgradeSystemUpgradeHistoryItem {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyVsanUpgradeSystemUpgradeHistoryItem {
     /// The value of an `anyType` slot as this enum, if it holds this
     /// type or one of its subtypes; else the object back.
@@ -129,53 +155,92 @@ impl AnyVsanUpgradeSystemUpgradeHistoryItem {
     ) -> Result<Self, Box<dyn x::DataObject>> {
         use crate::generated::registry as chunks;
         let object = match x::take_chunk::<chunks::v_12::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::v_12::Object::VsanUpgradeSystemUpgradeHistoryItem(v)) => {
                 return Ok(Self::VsanUpgradeSystemUpgradeHistoryItem(v));
             }
+            #[cfg(feature = "admin")]
             Ok(chunks::v_12::Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v)) => {
                 return Ok(Self::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v));
             }
+            #[cfg(feature = "admin")]
             Ok(chunks::v_12::Object::VsanUpgradeSystemUpgradeHistoryPreflightFail(v)) => {
                 return Ok(Self::VsanUpgradeSystemUpgradeHistoryPreflightFail(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         Err(object)
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for AnyVsanUpgradeSystemUpgradeHistoryItem {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        let mut ancestor: Option<&'static str> = None;
+        for _ in 0..64 {
+            let type_name = match ancestor {
+                Some(name) => Some(name),
+                None => r.xsi_type(),
+            };
+            return Ok(
+                match type_name {
+                    #[cfg(feature = "admin")]
+                    Some("VsanUpgradeSystemUpgradeHistoryDiskGroupOp") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "admin")]
+                    Some("VsanUpgradeSystemUpgradeHistoryPreflightFail") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => {
+                                Self::VsanUpgradeSystemUpgradeHistoryPreflightFail(v)
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some(name) => {
+                        match r.registry().base_of(name) {
+                            Some(base) => {
+                                ancestor = Some(base);
+                                continue;
+                            }
+                            None => {
+                                match x::Decode::decode_boxed(r) {
+                                    Ok(v) => Self::VsanUpgradeSystemUpgradeHistoryItem(v),
+                                    Err(e) => return Err(e),
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VsanUpgradeSystemUpgradeHistoryItem(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                },
+            );
+        }
         Ok(
-            match r.xsi_type() {
-                Some("VsanUpgradeSystemUpgradeHistoryDiskGroupOp") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VsanUpgradeSystemUpgradeHistoryPreflightFail") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VsanUpgradeSystemUpgradeHistoryPreflightFail(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VsanUpgradeSystemUpgradeHistoryItem(v),
-                        Err(e) => return Err(e),
-                    }
-                }
+            match x::Decode::decode_boxed(r) {
+                Ok(v) => Self::VsanUpgradeSystemUpgradeHistoryItem(v),
+                Err(e) => return Err(e),
             },
         )
     }
 }
+#[cfg(feature = "admin")]
 impl<T: x::VariantOf<AnyVsanUpgradeSystemUpgradeHistoryItem>> From<T>
 for AnyVsanUpgradeSystemUpgradeHistoryItem {
     fn from(value: T) -> Self {
         value.into_variant()
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyVsanUpgradeSystemUpgradeHistoryItem>
 for VsanUpgradeSystemUpgradeHistoryItem {
     #[inline]
@@ -190,10 +255,13 @@ for VsanUpgradeSystemUpgradeHistoryItem {
             AnyVsanUpgradeSystemUpgradeHistoryItem::VsanUpgradeSystemUpgradeHistoryItem(
                 v,
             ) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyVsanUpgradeSystemUpgradeHistoryItem>
 for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
     #[inline]
@@ -208,10 +276,13 @@ for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
             AnyVsanUpgradeSystemUpgradeHistoryItem::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(
                 v,
             ) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyVsanUpgradeSystemUpgradeHistoryItem>
 for VsanUpgradeSystemUpgradeHistoryPreflightFail {
     #[inline]
@@ -226,6 +297,7 @@ for VsanUpgradeSystemUpgradeHistoryPreflightFail {
             AnyVsanUpgradeSystemUpgradeHistoryItem::VsanUpgradeSystemUpgradeHistoryPreflightFail(
                 v,
             ) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -291,6 +363,7 @@ impl PartialEq for AnyVslmCreateSpecBackingSpec {
     }
 }
 impl Clone for AnyVslmCreateSpecBackingSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VslmCreateSpecBackingSpec(v) => {

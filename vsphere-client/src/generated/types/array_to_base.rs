@@ -192,6 +192,7 @@ impl PartialEq for AuthenticationRequired {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for AuthenticationRequired {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             runtime_fault: self.runtime_fault.clone(),
@@ -317,6 +318,7 @@ impl x::ArrayItem for AuthenticationRequiredChallenge {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfAuthenticationRequiredChallenge";
     const ITEM_TAG: &'static str = "AuthenticationRequiredChallenge";
 }
+#[cfg(feature = "admin")]
 /// `AuthorizationDescription` (extends `DynamicData`).
 #[derive(Default)]
 pub struct AuthorizationDescription {
@@ -325,21 +327,27 @@ pub struct AuthorizationDescription {
     /// `privilegeGroup`.
     pub privilege_group: Vec<AnyElementDescription>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AuthorizationDescription {
     const TYPE_NAME: &'static str = "AuthorizationDescription";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AuthorizationDescription {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AuthorizationDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AuthorizationDescription", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AuthorizationDescription {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AuthorizationDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             privilege: x::clone_vec(&self.privilege),
@@ -347,6 +355,7 @@ impl Clone for AuthorizationDescription {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AuthorizationDescription {
     fn decode_field(
         &mut self,
@@ -422,6 +431,7 @@ impl x::Fields for AuthorizationEvent {
         x::Fields::encode_fields(&self.event, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `AuthorizationPrivilege` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct AuthorizationPrivilege {
@@ -434,20 +444,25 @@ pub struct AuthorizationPrivilege {
     /// `privGroupName`.
     pub priv_group_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AuthorizationPrivilege {
     const TYPE_NAME: &'static str = "AuthorizationPrivilege";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AuthorizationPrivilege {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AuthorizationPrivilege {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AuthorizationPrivilege", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AuthorizationPrivilege {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AuthorizationPrivilege {
     fn decode_field(
         &mut self,
@@ -471,10 +486,12 @@ impl x::Fields for AuthorizationPrivilege {
         w.write("privGroupName", &self.priv_group_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for AuthorizationPrivilege {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfAuthorizationPrivilege";
     const ITEM_TAG: &'static str = "AuthorizationPrivilege";
 }
+#[cfg(feature = "admin")]
 /// `AuthorizationRole` (extends `DynamicData`).
 #[derive(Default)]
 pub struct AuthorizationRole {
@@ -489,21 +506,27 @@ pub struct AuthorizationRole {
     /// `privilege`.
     pub privilege: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AuthorizationRole {
     const TYPE_NAME: &'static str = "AuthorizationRole";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AuthorizationRole {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AuthorizationRole {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AuthorizationRole", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AuthorizationRole {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AuthorizationRole {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             role_id: self.role_id,
@@ -514,6 +537,7 @@ impl Clone for AuthorizationRole {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AuthorizationRole {
     fn decode_field(
         &mut self,
@@ -539,6 +563,7 @@ impl x::Fields for AuthorizationRole {
         w.write_vec("privilege", &self.privilege);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for AuthorizationRole {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfAuthorizationRole";
     const ITEM_TAG: &'static str = "AuthorizationRole";
@@ -907,6 +932,7 @@ impl PartialEq for BaseConfigInfo {
     }
 }
 impl Clone for BaseConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),

@@ -387,6 +387,7 @@ impl AnyHostHardwareElementInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostHbaCreateSpec {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<HostHbaCreateSpec>()` is true for every variant).
@@ -553,6 +554,7 @@ impl AnyHostNvmeTransportParameters {
         REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostPciPassthruConfig {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<HostPciPassthruConfig>()` is true for every variant).
@@ -563,7 +565,9 @@ impl AnyHostPciPassthruConfig {
     #[inline]
     pub fn base(&self) -> &HostPciPassthruConfig {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostPciPassthruConfig(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostSriovConfig(value) => &value.host_pci_passthru_config,
         }
     }
@@ -571,7 +575,9 @@ impl AnyHostPciPassthruConfig {
     #[inline]
     pub fn base_mut(&mut self) -> &mut HostPciPassthruConfig {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostPciPassthruConfig(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostSriovConfig(value) => &mut value.host_pci_passthru_config,
         }
     }
@@ -599,6 +605,7 @@ impl AnyHostPciPassthruInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostProfileConfigSpec {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<HostProfileConfigSpec>()` is true for every variant).
@@ -609,8 +616,11 @@ impl AnyHostProfileConfigSpec {
     #[inline]
     pub fn base(&self) -> &HostProfileConfigSpec {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostProfileConfigSpec(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostProfileCompleteConfigSpec(value) => &value.host_profile_config_spec,
+            #[cfg(feature = "admin")]
             Self::HostProfileHostBasedConfigSpec(value) => {
                 &value.host_profile_config_spec
             }
@@ -620,10 +630,13 @@ impl AnyHostProfileConfigSpec {
     #[inline]
     pub fn base_mut(&mut self) -> &mut HostProfileConfigSpec {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostProfileConfigSpec(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostProfileCompleteConfigSpec(value) => {
                 &mut value.host_profile_config_spec
             }
+            #[cfg(feature = "admin")]
             Self::HostProfileHostBasedConfigSpec(value) => {
                 &mut value.host_profile_config_spec
             }
@@ -820,6 +833,7 @@ impl AnyImportSpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyIoFilterManagerSslTrust {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<IoFilterManagerSslTrust>()` is true for every variant).
@@ -852,6 +866,7 @@ impl AnyIpAddress {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyKmipClusterInfoKeyInfo {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<KmipClusterInfoKeyInfo>()` is true for every variant).
@@ -859,6 +874,7 @@ impl AnyKmipClusterInfoKeyInfo {
         REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
     }
 }
+#[cfg(feature = "admin")]
 impl AnyKmipServerSpecKeySpec {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<KmipServerSpecKeySpec>()` is true for every variant).

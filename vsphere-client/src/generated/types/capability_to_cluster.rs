@@ -56,6 +56,7 @@ impl PartialEq for Capability {
     }
 }
 impl Clone for Capability {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             provisioning_supported: self.provisioning_supported,
@@ -229,6 +230,7 @@ impl PartialEq for CheckResult {
     }
 }
 impl Clone for CheckResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm: self.vm.clone(),
@@ -292,6 +294,7 @@ impl PartialEq for ChoiceOption {
     }
 }
 impl Clone for ChoiceOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             option_type: self.option_type.clone(),
@@ -558,6 +561,7 @@ impl PartialEq for ClusterAffinityRuleSpec {
     }
 }
 impl Clone for ClusterAffinityRuleSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_rule_info: self.cluster_rule_info.clone(),
@@ -621,6 +625,7 @@ impl PartialEq for ClusterAntiAffinityRuleSpec {
     }
 }
 impl Clone for ClusterAntiAffinityRuleSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_rule_info: self.cluster_rule_info.clone(),
@@ -745,6 +750,7 @@ impl PartialEq for ClusterClusterInitialPlacementAction {
     }
 }
 impl Clone for ClusterClusterInitialPlacementAction {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_action: self.cluster_action.clone(),
@@ -891,6 +897,7 @@ impl PartialEq for ClusterComputeResourceClusterConfigResult {
     }
 }
 impl Clone for ClusterComputeResourceClusterConfigResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             failed_hosts: x::clone_vec(&self.failed_hosts),
@@ -1064,6 +1071,7 @@ impl PartialEq for ClusterComputeResourceDVSSetting {
     }
 }
 impl Clone for ClusterComputeResourceDVSSetting {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dv_switch: self.dv_switch.clone(),
@@ -1175,6 +1183,7 @@ impl PartialEq for ClusterComputeResourceDvsProfile {
     }
 }
 impl Clone for ClusterComputeResourceDvsProfile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_name: self.dvs_name.clone(),
@@ -1292,6 +1301,7 @@ impl PartialEq for ClusterComputeResourceHCIConfigInfo {
     }
 }
 impl Clone for ClusterComputeResourceHCIConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             workflow_state: self.workflow_state.clone(),
@@ -1351,6 +1361,7 @@ impl PartialEq for ClusterComputeResourceHCIConfigSpec {
     }
 }
 impl Clone for ClusterComputeResourceHCIConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_prof: x::clone_vec(&self.dvs_prof),
@@ -1412,6 +1423,7 @@ impl PartialEq for ClusterComputeResourceHostConfigurationInput {
     }
 }
 impl Clone for ClusterComputeResourceHostConfigurationInput {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -1612,6 +1624,7 @@ impl PartialEq for ClusterComputeResourceHostEvacuationInfo {
     }
 }
 impl Clone for ClusterComputeResourceHostEvacuationInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -1717,6 +1730,7 @@ impl PartialEq for ClusterComputeResourceMaintenanceInfo {
     }
 }
 impl Clone for ClusterComputeResourceMaintenanceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             partial_mm_id: self.partial_mm_id.clone(),
@@ -1795,6 +1809,7 @@ impl PartialEq for ClusterComputeResourceSummary {
     }
 }
 impl Clone for ClusterComputeResourceSummary {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             compute_resource_summary: self.compute_resource_summary.clone(),
@@ -1963,6 +1978,7 @@ impl PartialEq for ClusterComputeResourceValidationResultBase {
     }
 }
 impl Clone for ClusterComputeResourceValidationResultBase {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             info: x::clone_vec(&self.info),
@@ -2013,6 +2029,7 @@ impl PartialEq for ClusterComputeResourceVcsSlots {
     }
 }
 impl Clone for ClusterComputeResourceVcsSlots {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             system_id: self.system_id.clone(),
@@ -2078,6 +2095,7 @@ impl PartialEq for ClusterConfigInfo {
     }
 }
 impl Clone for ClusterConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             das_config: self.das_config.clone(),
@@ -2172,6 +2190,7 @@ impl PartialEq for ClusterConfigInfoEx {
     }
 }
 impl Clone for ClusterConfigInfoEx {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             compute_resource_config_info: self.compute_resource_config_info.clone(),
@@ -2301,6 +2320,7 @@ impl PartialEq for ClusterConfigSpec {
     }
 }
 impl Clone for ClusterConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             das_config: self.das_config.clone(),
@@ -2397,6 +2417,7 @@ impl PartialEq for ClusterConfigSpecEx {
     }
 }
 impl Clone for ClusterConfigSpecEx {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             compute_resource_config_spec: self.compute_resource_config_spec.clone(),
@@ -2632,6 +2653,7 @@ impl PartialEq for ClusterDasAamHostInfo {
     }
 }
 impl Clone for ClusterDasAamHostInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_das_state: x::clone_vec(&self.host_das_state),
@@ -2820,6 +2842,7 @@ impl PartialEq for ClusterDasAdvancedRuntimeInfo {
     }
 }
 impl Clone for ClusterDasAdvancedRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             das_host_info: self.das_host_info.clone(),
@@ -2935,6 +2958,7 @@ impl PartialEq for ClusterDasConfigInfo {
     }
 }
 impl Clone for ClusterDasConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             enabled: self.enabled,

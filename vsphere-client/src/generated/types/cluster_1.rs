@@ -52,6 +52,7 @@ impl PartialEq for ClusterDasFailoverLevelAdvancedRuntimeInfo {
     }
 }
 impl Clone for ClusterDasFailoverLevelAdvancedRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_das_advanced_runtime_info: self
@@ -757,6 +758,7 @@ impl PartialEq for ClusterDpmConfigInfo {
     }
 }
 impl Clone for ClusterDpmConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             enabled: self.enabled,
@@ -928,6 +930,7 @@ impl PartialEq for ClusterDrsConfigInfo {
     }
 }
 impl Clone for ClusterDrsConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             enabled: self.enabled,
@@ -991,6 +994,7 @@ impl PartialEq for ClusterDrsFaults {
     }
 }
 impl Clone for ClusterDrsFaults {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             reason: self.reason.clone(),
@@ -1107,6 +1111,7 @@ impl PartialEq for ClusterDrsFaultsFaultsByVm {
     }
 }
 impl Clone for ClusterDrsFaultsFaultsByVm {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm: self.vm.clone(),
@@ -1243,6 +1248,7 @@ impl PartialEq for ClusterDrsRecommendation {
     }
 }
 impl Clone for ClusterDrsRecommendation {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -1415,6 +1421,7 @@ impl PartialEq for ClusterEVCManagerCheckResult {
     }
 }
 impl Clone for ClusterEVCManagerCheckResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             evc_mode_key: self.evc_mode_key.clone(),
@@ -1448,6 +1455,7 @@ impl x::ArrayItem for ClusterEVCManagerCheckResult {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterEVCManagerCheckResult";
     const ITEM_TAG: &'static str = "ClusterEVCManagerCheckResult";
 }
+#[cfg(feature = "admin")]
 /// `ClusterEVCManagerEVCState` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ClusterEVCManagerEVCState {
@@ -1464,21 +1472,27 @@ pub struct ClusterEVCManagerEVCState {
     /// `featureRequirement`.
     pub feature_requirement: Vec<VirtualMachineFeatureRequirement>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterEVCManagerEVCState {
     const TYPE_NAME: &'static str = "ClusterEVCManagerEVCState";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterEVCManagerEVCState {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterEVCManagerEVCState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterEVCManagerEVCState", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterEVCManagerEVCState {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ClusterEVCManagerEVCState {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             supported_evc_mode: x::clone_vec(&self.supported_evc_mode),
@@ -1490,6 +1504,7 @@ impl Clone for ClusterEVCManagerEVCState {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterEVCManagerEVCState {
     fn decode_field(
         &mut self,
@@ -1540,6 +1555,7 @@ impl PartialEq for ClusterEnterMaintenanceResult {
     }
 }
 impl Clone for ClusterEnterMaintenanceResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             recommendations: x::clone_vec(&self.recommendations),
@@ -1647,6 +1663,7 @@ impl PartialEq for ClusterFailoverHostAdmissionControlInfo {
     }
 }
 impl Clone for ClusterFailoverHostAdmissionControlInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_status: x::clone_vec(&self.host_status),
@@ -1750,6 +1767,7 @@ impl PartialEq for ClusterFailoverHostAdmissionControlPolicy {
     }
 }
 impl Clone for ClusterFailoverHostAdmissionControlPolicy {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_das_admission_control_policy: self
@@ -2149,6 +2167,7 @@ impl PartialEq for ClusterFtVmHostRuleInfo {
     }
 }
 impl Clone for ClusterFtVmHostRuleInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_rule_info: self.cluster_rule_info.clone(),
@@ -2322,6 +2341,7 @@ impl PartialEq for ClusterHostGroup {
     }
 }
 impl Clone for ClusterHostGroup {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_group_info: self.cluster_group_info.clone(),
@@ -2556,6 +2576,7 @@ impl PartialEq for ClusterInfraUpdateHaConfigInfo {
     }
 }
 impl Clone for ClusterInfraUpdateHaConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             enabled: self.enabled,
@@ -2650,6 +2671,7 @@ impl x::Fields for ClusterInitialPlacementAction {
         w.write_opt("pool", &self.pool);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterIoFilterInfo` (extends `IoFilterInfo`).
 ///
 /// The fields of `IoFilterInfo` are in `io_filter_info`, also reachable through `Deref`.
@@ -2662,20 +2684,25 @@ pub struct ClusterIoFilterInfo {
     /// `vibUrl`.
     pub vib_url: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterIoFilterInfo {
     const TYPE_NAME: &'static str = "ClusterIoFilterInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterIoFilterInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterIoFilterInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterIoFilterInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterIoFilterInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ClusterIoFilterInfo {
     type Target = IoFilterInfo;
     #[inline]
@@ -2683,12 +2710,14 @@ impl std::ops::Deref for ClusterIoFilterInfo {
         &self.io_filter_info
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ClusterIoFilterInfo {
     #[inline]
     fn deref_mut(&mut self) -> &mut IoFilterInfo {
         &mut self.io_filter_info
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterIoFilterInfo {
     fn decode_field(
         &mut self,
@@ -2709,6 +2738,7 @@ impl x::Fields for ClusterIoFilterInfo {
         w.write_opt("vibUrl", &self.vib_url);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ClusterIoFilterInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterIoFilterInfo";
     const ITEM_TAG: &'static str = "ClusterIoFilterInfo";
@@ -2768,6 +2798,7 @@ impl x::Fields for ClusterMigrationAction {
         w.write_opt("drsMigration", &self.drs_migration);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterNetworkConfigSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ClusterNetworkConfigSpec {
@@ -2776,20 +2807,25 @@ pub struct ClusterNetworkConfigSpec {
     /// `ipSettings`.
     pub ip_settings: CustomizationIPSettings,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterNetworkConfigSpec {
     const TYPE_NAME: &'static str = "ClusterNetworkConfigSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterNetworkConfigSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterNetworkConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterNetworkConfigSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterNetworkConfigSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterNetworkConfigSpec {
     fn decode_field(
         &mut self,
@@ -2972,6 +3008,7 @@ impl PartialEq for ClusterPowerOnVmResult {
     }
 }
 impl Clone for ClusterPowerOnVmResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             attempted: x::clone_vec(&self.attempted),
@@ -3152,6 +3189,7 @@ impl x::Fields for ClusterProactiveDrsConfigInfo {
         w.write_opt("enabled", &self.enabled);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterProfileCompleteConfigSpec` (extends `ClusterProfileConfigSpec`).
 ///
 /// The fields of `ClusterProfileConfigSpec` are in `cluster_profile_config_spec`, also reachable through `Deref`.
@@ -3162,20 +3200,25 @@ pub struct ClusterProfileCompleteConfigSpec {
     /// `complyProfile`.
     pub comply_profile: Option<ComplianceProfile>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterProfileCompleteConfigSpec {
     const TYPE_NAME: &'static str = "ClusterProfileCompleteConfigSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterProfileCompleteConfigSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterProfileCompleteConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterProfileCompleteConfigSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterProfileCompleteConfigSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ClusterProfileCompleteConfigSpec {
     type Target = ClusterProfileConfigSpec;
     #[inline]
@@ -3183,12 +3226,14 @@ impl std::ops::Deref for ClusterProfileCompleteConfigSpec {
         &self.cluster_profile_config_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ClusterProfileCompleteConfigSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterProfileConfigSpec {
         &mut self.cluster_profile_config_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterProfileCompleteConfigSpec {
     fn decode_field(
         &mut self,
@@ -3210,61 +3255,6 @@ impl x::Fields for ClusterProfileCompleteConfigSpec {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.cluster_profile_config_spec, w);
-        w.write_opt("complyProfile", &self.comply_profile);
-    }
-}
-/// `ClusterProfileConfigInfo` (extends `ProfileConfigInfo`).
-///
-/// The fields of `ProfileConfigInfo` are in `profile_config_info`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct ClusterProfileConfigInfo {
-    /// The fields `ClusterProfileConfigInfo` inherits from `ProfileConfigInfo`.
-    pub profile_config_info: ProfileConfigInfo,
-    /// `complyProfile`.
-    pub comply_profile: Option<ComplianceProfile>,
-}
-impl x::SchemaType for ClusterProfileConfigInfo {
-    const TYPE_NAME: &'static str = "ClusterProfileConfigInfo";
-}
-impl x::Structure for ClusterProfileConfigInfo {}
-impl std::fmt::Debug for ClusterProfileConfigInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ClusterProfileConfigInfo", x::fields_ref(self))
-    }
-}
-impl PartialEq for ClusterProfileConfigInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl std::ops::Deref for ClusterProfileConfigInfo {
-    type Target = ProfileConfigInfo;
-    #[inline]
-    fn deref(&self) -> &ProfileConfigInfo {
-        &self.profile_config_info
-    }
-}
-impl std::ops::DerefMut for ClusterProfileConfigInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ProfileConfigInfo {
-        &mut self.profile_config_info
-    }
-}
-impl x::Fields for ClusterProfileConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "complyProfile" => r.read_opt(&mut self.comply_profile),
-            _ => return x::Fields::decode_field(&mut self.profile_config_info, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.profile_config_info, w);
         w.write_opt("complyProfile", &self.comply_profile);
     }
 }

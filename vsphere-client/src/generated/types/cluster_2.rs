@@ -5,6 +5,70 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "admin")]
+/// `ClusterProfileConfigInfo` (extends `ProfileConfigInfo`).
+///
+/// The fields of `ProfileConfigInfo` are in `profile_config_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct ClusterProfileConfigInfo {
+    /// The fields `ClusterProfileConfigInfo` inherits from `ProfileConfigInfo`.
+    pub profile_config_info: ProfileConfigInfo,
+    /// `complyProfile`.
+    pub comply_profile: Option<ComplianceProfile>,
+}
+#[cfg(feature = "admin")]
+impl x::SchemaType for ClusterProfileConfigInfo {
+    const TYPE_NAME: &'static str = "ClusterProfileConfigInfo";
+}
+#[cfg(feature = "admin")]
+impl x::Structure for ClusterProfileConfigInfo {}
+#[cfg(feature = "admin")]
+impl std::fmt::Debug for ClusterProfileConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterProfileConfigInfo", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "admin")]
+impl PartialEq for ClusterProfileConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "admin")]
+impl std::ops::Deref for ClusterProfileConfigInfo {
+    type Target = ProfileConfigInfo;
+    #[inline]
+    fn deref(&self) -> &ProfileConfigInfo {
+        &self.profile_config_info
+    }
+}
+#[cfg(feature = "admin")]
+impl std::ops::DerefMut for ClusterProfileConfigInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ProfileConfigInfo {
+        &mut self.profile_config_info
+    }
+}
+#[cfg(feature = "admin")]
+impl x::Fields for ClusterProfileConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "complyProfile" => r.read_opt(&mut self.comply_profile),
+            _ => return x::Fields::decode_field(&mut self.profile_config_info, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.profile_config_info, w);
+        w.write_opt("complyProfile", &self.comply_profile);
+    }
+}
+#[cfg(feature = "admin")]
 /// `ClusterProfileConfigServiceCreateSpec` (extends `ClusterProfileConfigSpec`).
 ///
 /// The fields of `ClusterProfileConfigSpec` are in `cluster_profile_config_spec`, also reachable through `Deref`.
@@ -15,21 +79,27 @@ pub struct ClusterProfileConfigServiceCreateSpec {
     /// `serviceType`.
     pub service_type: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterProfileConfigServiceCreateSpec {
     const TYPE_NAME: &'static str = "ClusterProfileConfigServiceCreateSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterProfileConfigServiceCreateSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterProfileConfigServiceCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterProfileConfigServiceCreateSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterProfileConfigServiceCreateSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ClusterProfileConfigServiceCreateSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_profile_config_spec: self.cluster_profile_config_spec.clone(),
@@ -37,6 +107,7 @@ impl Clone for ClusterProfileConfigServiceCreateSpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ClusterProfileConfigServiceCreateSpec {
     type Target = ClusterProfileConfigSpec;
     #[inline]
@@ -44,12 +115,14 @@ impl std::ops::Deref for ClusterProfileConfigServiceCreateSpec {
         &self.cluster_profile_config_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ClusterProfileConfigServiceCreateSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterProfileConfigSpec {
         &mut self.cluster_profile_config_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterProfileConfigServiceCreateSpec {
     fn decode_field(
         &mut self,
@@ -74,6 +147,7 @@ impl x::Fields for ClusterProfileConfigServiceCreateSpec {
         w.write_vec("serviceType", &self.service_type);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterProfileConfigSpec` (extends `ClusterProfileCreateSpec`).
 ///
 /// Fields of this type hold [`AnyClusterProfileConfigSpec`], which also carries its subtypes.
@@ -84,20 +158,25 @@ pub struct ClusterProfileConfigSpec {
     /// The fields `ClusterProfileConfigSpec` inherits from `ClusterProfileCreateSpec`.
     pub cluster_profile_create_spec: ClusterProfileCreateSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterProfileConfigSpec {
     const TYPE_NAME: &'static str = "ClusterProfileConfigSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterProfileConfigSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterProfileConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterProfileConfigSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterProfileConfigSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ClusterProfileConfigSpec {
     type Target = ClusterProfileCreateSpec;
     #[inline]
@@ -105,12 +184,14 @@ impl std::ops::Deref for ClusterProfileConfigSpec {
         &self.cluster_profile_create_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ClusterProfileConfigSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterProfileCreateSpec {
         &mut self.cluster_profile_create_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterProfileConfigSpec {
     fn decode_field(
         &mut self,
@@ -124,6 +205,7 @@ impl x::Fields for ClusterProfileConfigSpec {
         x::Fields::encode_fields(&self.cluster_profile_create_spec, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterProfileCreateSpec` (extends `ProfileCreateSpec`).
 ///
 /// The fields of `ProfileCreateSpec` are in `profile_create_spec`, also reachable through `Deref`.
@@ -132,20 +214,25 @@ pub struct ClusterProfileCreateSpec {
     /// The fields `ClusterProfileCreateSpec` inherits from `ProfileCreateSpec`.
     pub profile_create_spec: ProfileCreateSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterProfileCreateSpec {
     const TYPE_NAME: &'static str = "ClusterProfileCreateSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterProfileCreateSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterProfileCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterProfileCreateSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterProfileCreateSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ClusterProfileCreateSpec {
     type Target = ProfileCreateSpec;
     #[inline]
@@ -153,12 +240,14 @@ impl std::ops::Deref for ClusterProfileCreateSpec {
         &self.profile_create_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ClusterProfileCreateSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut ProfileCreateSpec {
         &mut self.profile_create_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterProfileCreateSpec {
     fn decode_field(
         &mut self,
@@ -213,6 +302,7 @@ impl PartialEq for ClusterRecommendation {
     }
 }
 impl Clone for ClusterRecommendation {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -649,6 +739,7 @@ impl PartialEq for ClusterSystemVMsConfigInfo {
     }
 }
 impl Clone for ClusterSystemVMsConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             allowed_datastores: x::clone_vec(&self.allowed_datastores),
@@ -722,6 +813,7 @@ impl PartialEq for ClusterSystemVMsConfigSpec {
     }
 }
 impl Clone for ClusterSystemVMsConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             allowed_datastores: x::clone_vec(&self.allowed_datastores),
@@ -1045,6 +1137,7 @@ impl PartialEq for ClusterVmGroup {
     }
 }
 impl Clone for ClusterVmGroup {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_group_info: self.cluster_group_info.clone(),

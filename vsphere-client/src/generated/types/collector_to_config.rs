@@ -88,6 +88,7 @@ impl PartialEq for ComplianceFailure {
     }
 }
 impl Clone for ComplianceFailure {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             failure_type: self.failure_type.clone(),
@@ -181,6 +182,7 @@ impl x::ArrayItem for ComplianceFailureComplianceFailureValues {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfComplianceFailureComplianceFailureValues";
     const ITEM_TAG: &'static str = "ComplianceFailureComplianceFailureValues";
 }
+#[cfg(feature = "admin")]
 /// `ComplianceLocator` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ComplianceLocator {
@@ -189,20 +191,25 @@ pub struct ComplianceLocator {
     /// `applyPath`.
     pub apply_path: ProfilePropertyPath,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ComplianceLocator {
     const TYPE_NAME: &'static str = "ComplianceLocator";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ComplianceLocator {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ComplianceLocator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ComplianceLocator", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ComplianceLocator {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ComplianceLocator {
     fn decode_field(
         &mut self,
@@ -222,10 +229,12 @@ impl x::Fields for ComplianceLocator {
         w.write("applyPath", &self.apply_path);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ComplianceLocator {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfComplianceLocator";
     const ITEM_TAG: &'static str = "ComplianceLocator";
 }
+#[cfg(feature = "admin")]
 /// `ComplianceProfile` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ComplianceProfile {
@@ -234,21 +243,27 @@ pub struct ComplianceProfile {
     /// `rootExpression`.
     pub root_expression: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ComplianceProfile {
     const TYPE_NAME: &'static str = "ComplianceProfile";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ComplianceProfile {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ComplianceProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ComplianceProfile", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ComplianceProfile {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ComplianceProfile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             expression: x::clone_vec(&self.expression),
@@ -256,6 +271,7 @@ impl Clone for ComplianceProfile {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ComplianceProfile {
     fn decode_field(
         &mut self,
@@ -304,6 +320,7 @@ impl PartialEq for ComplianceResult {
     }
 }
 impl Clone for ComplianceResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             profile: self.profile.clone(),
@@ -368,6 +385,7 @@ impl PartialEq for CompositePolicyOption {
     }
 }
 impl Clone for CompositePolicyOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             policy_option: self.policy_option.clone(),
@@ -1013,6 +1031,7 @@ impl PartialEq for ConfigTarget {
     }
 }
 impl Clone for ConfigTarget {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             num_cpus: self.num_cpus,

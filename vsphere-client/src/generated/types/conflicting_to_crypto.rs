@@ -36,6 +36,7 @@ impl PartialEq for ConflictingConfiguration {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for ConflictingConfiguration {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_fault: self.dvs_fault.clone(),
@@ -769,6 +770,7 @@ impl x::ArrayItem for CryptoKeyPlain {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfCryptoKeyPlain";
     const ITEM_TAG: &'static str = "CryptoKeyPlain";
 }
+#[cfg(feature = "admin")]
 /// `CryptoKeyResult` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct CryptoKeyResult {
@@ -781,20 +783,25 @@ pub struct CryptoKeyResult {
     /// `fault`.
     pub fault: Option<LocalizedMethodFault>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CryptoKeyResult {
     const TYPE_NAME: &'static str = "CryptoKeyResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CryptoKeyResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CryptoKeyResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CryptoKeyResult", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CryptoKeyResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CryptoKeyResult {
     fn decode_field(
         &mut self,
@@ -818,10 +825,12 @@ impl x::Fields for CryptoKeyResult {
         w.write_opt("fault", &self.fault);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for CryptoKeyResult {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfCryptoKeyResult";
     const ITEM_TAG: &'static str = "CryptoKeyResult";
 }
+#[cfg(feature = "admin")]
 /// `CryptoManagerHostKeyStatus` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.1.0.
@@ -844,20 +853,25 @@ pub struct CryptoManagerHostKeyStatus {
     /// Since vSphere API 8.0.3.0.
     pub access_granted: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CryptoManagerHostKeyStatus {
     const TYPE_NAME: &'static str = "CryptoManagerHostKeyStatus";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CryptoManagerHostKeyStatus {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CryptoManagerHostKeyStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CryptoManagerHostKeyStatus", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CryptoManagerHostKeyStatus {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CryptoManagerHostKeyStatus {
     fn decode_field(
         &mut self,
@@ -890,10 +904,12 @@ impl x::Fields for CryptoManagerHostKeyStatus {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for CryptoManagerHostKeyStatus {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfCryptoManagerHostKeyStatus";
     const ITEM_TAG: &'static str = "CryptoManagerHostKeyStatus";
 }
+#[cfg(feature = "admin")]
 /// `CryptoManagerKmipCertSignRequest` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.1.0.
@@ -928,20 +944,25 @@ pub struct CryptoManagerKmipCertSignRequest {
     /// Since vSphere API 8.0.1.0.
     pub email: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CryptoManagerKmipCertSignRequest {
     const TYPE_NAME: &'static str = "CryptoManagerKmipCertSignRequest";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CryptoManagerKmipCertSignRequest {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CryptoManagerKmipCertSignRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CryptoManagerKmipCertSignRequest", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CryptoManagerKmipCertSignRequest {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CryptoManagerKmipCertSignRequest {
     fn decode_field(
         &mut self,
@@ -1070,6 +1091,7 @@ impl PartialEq for CryptoManagerKmipClusterStatus {
     }
 }
 impl Clone for CryptoManagerKmipClusterStatus {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_id: self.cluster_id.clone(),
@@ -1109,6 +1131,7 @@ impl x::ArrayItem for CryptoManagerKmipClusterStatus {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfCryptoManagerKmipClusterStatus";
     const ITEM_TAG: &'static str = "CryptoManagerKmipClusterStatus";
 }
+#[cfg(feature = "admin")]
 /// `CryptoManagerKmipCryptoKeyStatus` (extends `DynamicData`).
 #[derive(Default)]
 pub struct CryptoManagerKmipCryptoKeyStatus {
@@ -1129,21 +1152,27 @@ pub struct CryptoManagerKmipCryptoKeyStatus {
     /// `referencedByTags`.
     pub referenced_by_tags: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CryptoManagerKmipCryptoKeyStatus {
     const TYPE_NAME: &'static str = "CryptoManagerKmipCryptoKeyStatus";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CryptoManagerKmipCryptoKeyStatus {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CryptoManagerKmipCryptoKeyStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CryptoManagerKmipCryptoKeyStatus", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CryptoManagerKmipCryptoKeyStatus {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for CryptoManagerKmipCryptoKeyStatus {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key_id: self.key_id.clone(),
@@ -1156,6 +1185,7 @@ impl Clone for CryptoManagerKmipCryptoKeyStatus {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CryptoManagerKmipCryptoKeyStatus {
     fn decode_field(
         &mut self,
@@ -1193,10 +1223,12 @@ impl x::Fields for CryptoManagerKmipCryptoKeyStatus {
         w.write_vec("referencedByTags", &self.referenced_by_tags);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for CryptoManagerKmipCryptoKeyStatus {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfCryptoManagerKmipCryptoKeyStatus";
     const ITEM_TAG: &'static str = "CryptoManagerKmipCryptoKeyStatus";
 }
+#[cfg(feature = "admin")]
 /// `CryptoManagerKmipCryptoKeyStatusKeyInfo` (extends `DynamicData`).
 ///
 /// Since vSphere API 9.0.0.0.
@@ -1209,10 +1241,13 @@ pub struct CryptoManagerKmipCryptoKeyStatusKeyInfo {
     /// Since vSphere API 9.0.0.0.
     pub key_id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CryptoManagerKmipCryptoKeyStatusKeyInfo {
     const TYPE_NAME: &'static str = "CryptoManagerKmipCryptoKeyStatusKeyInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CryptoManagerKmipCryptoKeyStatusKeyInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CryptoManagerKmipCryptoKeyStatusKeyInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -1222,11 +1257,13 @@ impl std::fmt::Debug for CryptoManagerKmipCryptoKeyStatusKeyInfo {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CryptoManagerKmipCryptoKeyStatusKeyInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CryptoManagerKmipCryptoKeyStatusKeyInfo {
     fn decode_field(
         &mut self,
@@ -1245,6 +1282,7 @@ impl x::Fields for CryptoManagerKmipCryptoKeyStatusKeyInfo {
         w.write("keyId", &self.key_id);
     }
 }
+#[cfg(feature = "admin")]
 /// `CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo` (extends `CryptoManagerKmipCryptoKeyStatusKeyInfo`).
 ///
 /// Since vSphere API 9.0.0.0.
@@ -1259,10 +1297,13 @@ pub struct CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
     /// Since vSphere API 9.0.0.0.
     pub configured_time: Option<x::DateTime>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
     const TYPE_NAME: &'static str = "CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -1272,11 +1313,13 @@ impl std::fmt::Debug for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
     type Target = CryptoManagerKmipCryptoKeyStatusKeyInfo;
     #[inline]
@@ -1284,12 +1327,14 @@ impl std::ops::Deref for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
         &self.crypto_manager_kmip_crypto_key_status_key_info
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
     #[inline]
     fn deref_mut(&mut self) -> &mut CryptoManagerKmipCryptoKeyStatusKeyInfo {
         &mut self.crypto_manager_kmip_crypto_key_status_key_info
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
     fn decode_field(
         &mut self,
@@ -1322,6 +1367,7 @@ impl x::Fields for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
         w.write_opt("configuredTime", &self.configured_time);
     }
 }
+#[cfg(feature = "admin")]
 /// `CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo` (extends `CryptoManagerKmipCryptoKeyStatusKeyInfo`).
 ///
 /// Since vSphere API 9.0.0.0.
@@ -1340,10 +1386,13 @@ pub struct CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
     /// Since vSphere API 9.0.0.0.
     pub rotate_time: Option<x::DateTime>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
     const TYPE_NAME: &'static str = "CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug
 for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1354,11 +1403,13 @@ for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref
 for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
     type Target = CryptoManagerKmipCryptoKeyStatusKeyInfo;
@@ -1367,6 +1418,7 @@ for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
         &self.crypto_manager_kmip_crypto_key_status_key_info
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut
 for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
     #[inline]
@@ -1374,6 +1426,7 @@ for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
         &mut self.crypto_manager_kmip_crypto_key_status_key_info
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
     fn decode_field(
         &mut self,
@@ -1408,6 +1461,7 @@ impl x::Fields for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyIn
         w.write_opt("rotateTime", &self.rotate_time);
     }
 }
+#[cfg(feature = "admin")]
 /// `CryptoManagerKmipCustomAttributeSpec` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.1.0.
@@ -1418,27 +1472,34 @@ pub struct CryptoManagerKmipCustomAttributeSpec {
     /// Since vSphere API 8.0.1.0.
     pub attributes: Vec<KeyValue>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CryptoManagerKmipCustomAttributeSpec {
     const TYPE_NAME: &'static str = "CryptoManagerKmipCustomAttributeSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CryptoManagerKmipCustomAttributeSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CryptoManagerKmipCustomAttributeSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CryptoManagerKmipCustomAttributeSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CryptoManagerKmipCustomAttributeSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for CryptoManagerKmipCustomAttributeSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             attributes: x::clone_vec(&self.attributes),
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CryptoManagerKmipCustomAttributeSpec {
     fn decode_field(
         &mut self,
@@ -1457,6 +1518,7 @@ impl x::Fields for CryptoManagerKmipCustomAttributeSpec {
         w.write_vec("attributes", &self.attributes);
     }
 }
+#[cfg(feature = "admin")]
 /// `CryptoManagerKmipGenerateKeySpec` (extends `DynamicData`).
 ///
 /// Since vSphere API 9.0.0.0.
@@ -1467,20 +1529,25 @@ pub struct CryptoManagerKmipGenerateKeySpec {
     /// Since vSphere API 9.0.0.0.
     pub key_type: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CryptoManagerKmipGenerateKeySpec {
     const TYPE_NAME: &'static str = "CryptoManagerKmipGenerateKeySpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CryptoManagerKmipGenerateKeySpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CryptoManagerKmipGenerateKeySpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CryptoManagerKmipGenerateKeySpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CryptoManagerKmipGenerateKeySpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CryptoManagerKmipGenerateKeySpec {
     fn decode_field(
         &mut self,
@@ -1499,6 +1566,7 @@ impl x::Fields for CryptoManagerKmipGenerateKeySpec {
         w.write_opt("keyType", &self.key_type);
     }
 }
+#[cfg(feature = "admin")]
 /// `CryptoManagerKmipServerCertInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct CryptoManagerKmipServerCertInfo {
@@ -1509,20 +1577,25 @@ pub struct CryptoManagerKmipServerCertInfo {
     /// `clientTrustServer`.
     pub client_trust_server: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CryptoManagerKmipServerCertInfo {
     const TYPE_NAME: &'static str = "CryptoManagerKmipServerCertInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CryptoManagerKmipServerCertInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CryptoManagerKmipServerCertInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CryptoManagerKmipServerCertInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CryptoManagerKmipServerCertInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CryptoManagerKmipServerCertInfo {
     fn decode_field(
         &mut self,

@@ -1160,6 +1160,7 @@ impl PartialEq for CustomizationGlobalIPSettings {
     }
 }
 impl Clone for CustomizationGlobalIPSettings {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dns_suffix_list: x::clone_vec(&self.dns_suffix_list),
@@ -1207,6 +1208,7 @@ impl PartialEq for CustomizationGuiRunOnce {
     }
 }
 impl Clone for CustomizationGuiRunOnce {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             command_list: x::clone_vec(&self.command_list),
@@ -1316,6 +1318,7 @@ impl PartialEq for CustomizationIPSettings {
     }
 }
 impl Clone for CustomizationIPSettings {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ip: self.ip.clone(),
@@ -1386,6 +1389,7 @@ impl PartialEq for CustomizationIPSettingsIpV6AddressSpec {
     }
 }
 impl Clone for CustomizationIPSettingsIpV6AddressSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ip: x::clone_vec(&self.ip),
@@ -1762,6 +1766,7 @@ impl PartialEq for CustomizationLinuxPrep {
     }
 }
 impl Clone for CustomizationLinuxPrep {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_name: self.host_name.clone(),
@@ -2125,6 +2130,7 @@ impl PartialEq for CustomizationSpec {
     }
 }
 impl Clone for CustomizationSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             options: self.options.clone(),
@@ -2438,6 +2444,7 @@ impl PartialEq for CustomizationSysprep {
     }
 }
 impl Clone for CustomizationSysprep {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             gui_unattended: self.gui_unattended.clone(),

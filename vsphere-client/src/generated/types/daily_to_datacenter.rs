@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "admin")]
 /// `DailyTaskScheduler` (extends `HourlyTaskScheduler`).
 ///
 /// The fields of `HourlyTaskScheduler` are in `hourly_task_scheduler`, also reachable through `Deref`.
@@ -15,20 +16,25 @@ pub struct DailyTaskScheduler {
     /// `hour`.
     pub hour: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DailyTaskScheduler {
     const TYPE_NAME: &'static str = "DailyTaskScheduler";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DailyTaskScheduler {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DailyTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DailyTaskScheduler", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DailyTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for DailyTaskScheduler {
     type Target = HourlyTaskScheduler;
     #[inline]
@@ -36,12 +42,14 @@ impl std::ops::Deref for DailyTaskScheduler {
         &self.hourly_task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for DailyTaskScheduler {
     #[inline]
     fn deref_mut(&mut self) -> &mut HourlyTaskScheduler {
         &mut self.hourly_task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DailyTaskScheduler {
     fn decode_field(
         &mut self,
@@ -375,6 +383,7 @@ impl PartialEq for DasConfigFault {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for DasConfigFault {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vim_fault: self.vim_fault.clone(),
@@ -557,6 +566,7 @@ impl PartialEq for DasHeartbeatDatastoreInfo {
     }
 }
 impl Clone for DasHeartbeatDatastoreInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             datastore: self.datastore.clone(),
@@ -769,26 +779,32 @@ impl x::Fields for DatabaseError {
         x::Fields::encode_fields(&self.runtime_fault, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `DatabaseSizeEstimate` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct DatabaseSizeEstimate {
     /// `size`.
     pub size: i64,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DatabaseSizeEstimate {
     const TYPE_NAME: &'static str = "DatabaseSizeEstimate";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DatabaseSizeEstimate {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DatabaseSizeEstimate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DatabaseSizeEstimate", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DatabaseSizeEstimate {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DatabaseSizeEstimate {
     fn decode_field(
         &mut self,
@@ -806,6 +822,7 @@ impl x::Fields for DatabaseSizeEstimate {
         w.write("size", &self.size);
     }
 }
+#[cfg(feature = "admin")]
 /// `DatabaseSizeParam` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct DatabaseSizeParam {
@@ -814,20 +831,25 @@ pub struct DatabaseSizeParam {
     /// `perfStatsDesc`.
     pub perf_stats_desc: Option<PerformanceStatisticsDescription>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DatabaseSizeParam {
     const TYPE_NAME: &'static str = "DatabaseSizeParam";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DatabaseSizeParam {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DatabaseSizeParam {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DatabaseSizeParam", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DatabaseSizeParam {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DatabaseSizeParam {
     fn decode_field(
         &mut self,
@@ -1213,6 +1235,7 @@ impl PartialEq for DatacenterMismatch {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for DatacenterMismatch {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             migration_fault: self.migration_fault.clone(),

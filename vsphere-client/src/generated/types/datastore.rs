@@ -871,6 +871,7 @@ impl PartialEq for DatastoreInfo {
     }
 }
 impl Clone for DatastoreInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -1128,6 +1129,7 @@ impl PartialEq for DatastoreOption {
     }
 }
 impl Clone for DatastoreOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             unsupported_volumes: x::clone_vec(&self.unsupported_volumes),
@@ -1509,6 +1511,7 @@ impl PartialEq for DatastoreVVolContainerFailoverPair {
     }
 }
 impl Clone for DatastoreVVolContainerFailoverPair {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             src_container: self.src_container.clone(),

@@ -86,6 +86,7 @@ impl PartialEq for DeltaDiskFormatNotSupported {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for DeltaDiskFormatNotSupported {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_config_fault: self.vm_config_fault.clone(),
@@ -202,6 +203,7 @@ impl PartialEq for DesiredSoftwareSpec {
     }
 }
 impl Clone for DesiredSoftwareSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             base_image_spec: self.base_image_spec.clone(),
@@ -1016,6 +1018,7 @@ impl x::Fields for DeviceUnsupportedForVmVersion {
         w.write("expectedVersion", &self.expected_version);
     }
 }
+#[cfg(feature = "admin")]
 /// `DiagnosticManagerAuditRecordResult` (extends `DynamicData`).
 #[derive(Default)]
 pub struct DiagnosticManagerAuditRecordResult {
@@ -1024,21 +1027,27 @@ pub struct DiagnosticManagerAuditRecordResult {
     /// `nextToken`.
     pub next_token: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DiagnosticManagerAuditRecordResult {
     const TYPE_NAME: &'static str = "DiagnosticManagerAuditRecordResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DiagnosticManagerAuditRecordResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DiagnosticManagerAuditRecordResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DiagnosticManagerAuditRecordResult", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DiagnosticManagerAuditRecordResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for DiagnosticManagerAuditRecordResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             records: x::clone_vec(&self.records),
@@ -1046,6 +1055,7 @@ impl Clone for DiagnosticManagerAuditRecordResult {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DiagnosticManagerAuditRecordResult {
     fn decode_field(
         &mut self,
@@ -1110,6 +1120,7 @@ impl x::ArrayItem for DiagnosticManagerBundleInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDiagnosticManagerBundleInfo";
     const ITEM_TAG: &'static str = "DiagnosticManagerBundleInfo";
 }
+#[cfg(feature = "admin")]
 /// `DiagnosticManagerLogDescriptor` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct DiagnosticManagerLogDescriptor {
@@ -1126,20 +1137,25 @@ pub struct DiagnosticManagerLogDescriptor {
     /// `info`.
     pub info: AnyDescription,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DiagnosticManagerLogDescriptor {
     const TYPE_NAME: &'static str = "DiagnosticManagerLogDescriptor";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DiagnosticManagerLogDescriptor {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DiagnosticManagerLogDescriptor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DiagnosticManagerLogDescriptor", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DiagnosticManagerLogDescriptor {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DiagnosticManagerLogDescriptor {
     fn decode_field(
         &mut self,
@@ -1167,10 +1183,12 @@ impl x::Fields for DiagnosticManagerLogDescriptor {
         w.write("info", &self.info);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for DiagnosticManagerLogDescriptor {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDiagnosticManagerLogDescriptor";
     const ITEM_TAG: &'static str = "DiagnosticManagerLogDescriptor";
 }
+#[cfg(feature = "admin")]
 /// `DiagnosticManagerLogHeader` (extends `DynamicData`).
 #[derive(Default)]
 pub struct DiagnosticManagerLogHeader {
@@ -1181,21 +1199,27 @@ pub struct DiagnosticManagerLogHeader {
     /// `lineText`.
     pub line_text: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DiagnosticManagerLogHeader {
     const TYPE_NAME: &'static str = "DiagnosticManagerLogHeader";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DiagnosticManagerLogHeader {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DiagnosticManagerLogHeader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DiagnosticManagerLogHeader", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DiagnosticManagerLogHeader {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for DiagnosticManagerLogHeader {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             line_start: self.line_start,
@@ -1204,6 +1228,7 @@ impl Clone for DiagnosticManagerLogHeader {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DiagnosticManagerLogHeader {
     fn decode_field(
         &mut self,

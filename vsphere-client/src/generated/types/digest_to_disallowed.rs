@@ -442,6 +442,7 @@ impl PartialEq for DirectPathProfileManagerCapacityUnknown {
     }
 }
 impl Clone for DirectPathProfileManagerCapacityUnknown {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             query_spec: self.query_spec.clone(),
@@ -689,6 +690,7 @@ impl PartialEq for DirectPathProfileManagerFilterSpec {
     }
 }
 impl Clone for DirectPathProfileManagerFilterSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ids: x::clone_vec(&self.ids),

@@ -131,6 +131,7 @@ impl PartialEq for DiskChangeInfo {
     }
 }
 impl Clone for DiskChangeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             start_offset: self.start_offset,
@@ -823,6 +824,7 @@ impl PartialEq for DistributedVirtualPortgroupNsxPortgroupOperationResult {
     }
 }
 impl Clone for DistributedVirtualPortgroupNsxPortgroupOperationResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             portgroups: x::clone_vec(&self.portgroups),
@@ -925,6 +927,7 @@ impl PartialEq for DistributedVirtualSwitchHostMember {
     }
 }
 impl Clone for DistributedVirtualSwitchHostMember {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             runtime_state: self.runtime_state.clone(),
@@ -1049,6 +1052,7 @@ impl PartialEq for DistributedVirtualSwitchHostMemberConfigInfo {
     }
 }
 impl Clone for DistributedVirtualSwitchHostMemberConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -1153,6 +1157,7 @@ impl PartialEq for DistributedVirtualSwitchHostMemberConfigSpec {
     }
 }
 impl Clone for DistributedVirtualSwitchHostMemberConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             operation: self.operation.clone(),
@@ -1339,6 +1344,7 @@ impl PartialEq for DistributedVirtualSwitchHostMemberPnicBacking {
     }
 }
 impl Clone for DistributedVirtualSwitchHostMemberPnicBacking {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             pnic_spec: x::clone_vec(&self.pnic_spec),
@@ -1691,6 +1697,7 @@ impl PartialEq for DistributedVirtualSwitchManagerCompatibilityResult {
     }
 }
 impl Clone for DistributedVirtualSwitchManagerCompatibilityResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -1797,6 +1804,7 @@ impl PartialEq for DistributedVirtualSwitchManagerHostArrayFilter {
     }
 }
 impl Clone for DistributedVirtualSwitchManagerHostArrayFilter {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             distributed_virtual_switch_manager_host_dvs_filter_spec: self
@@ -2099,6 +2107,7 @@ impl PartialEq for DistributedVirtualSwitchManagerImportResult {
     }
 }
 impl Clone for DistributedVirtualSwitchManagerImportResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             distributed_virtual_switch: x::clone_vec(&self.distributed_virtual_switch),
@@ -2171,6 +2180,7 @@ impl PartialEq for DistributedVirtualSwitchManagerSpanInfo {
     }
 }
 impl Clone for DistributedVirtualSwitchManagerSpanInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -2246,6 +2256,7 @@ impl PartialEq for DistributedVirtualSwitchNetworkOffloadSpec {
     }
 }
 impl Clone for DistributedVirtualSwitchNetworkOffloadSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -2426,6 +2437,7 @@ impl PartialEq for DistributedVirtualSwitchPortCriteria {
     }
 }
 impl Clone for DistributedVirtualSwitchPortCriteria {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             connected: self.connected,

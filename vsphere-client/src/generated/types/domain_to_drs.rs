@@ -107,6 +107,7 @@ impl PartialEq for DpuStatusInfo {
     }
 }
 impl Clone for DpuStatusInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_hardware_element_info: self.host_hardware_element_info.clone(),

@@ -427,6 +427,7 @@ impl PartialEq for DvsApplyOperationFault {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for DvsApplyOperationFault {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_fault: self.dvs_fault.clone(),
@@ -1013,6 +1014,7 @@ impl PartialEq for DvsFilterParameter {
     }
 }
 impl Clone for DvsFilterParameter {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             parameters: x::clone_vec(&self.parameters),
@@ -1061,6 +1063,7 @@ impl PartialEq for DvsFilterPolicy {
     }
 }
 impl Clone for DvsFilterPolicy {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             inheritable_policy: self.inheritable_policy.clone(),
@@ -2307,6 +2310,7 @@ impl PartialEq for DvsOperationBulkFault {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for DvsOperationBulkFault {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_fault: self.dvs_fault.clone(),
@@ -2429,6 +2433,7 @@ impl PartialEq for DvsOutOfSyncHostArgument {
 }
 #[cfg(feature = "all-events")]
 impl Clone for DvsOutOfSyncHostArgument {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             out_of_sync_host: self.out_of_sync_host.clone(),
@@ -2634,6 +2639,7 @@ impl PartialEq for DvsPortCreatedEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for DvsPortCreatedEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_event: self.dvs_event.clone(),
@@ -2706,6 +2712,7 @@ impl PartialEq for DvsPortDeletedEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for DvsPortDeletedEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_event: self.dvs_event.clone(),
@@ -3257,6 +3264,7 @@ impl PartialEq for DvsPortReconfiguredEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for DvsPortReconfiguredEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_event: self.dvs_event.clone(),

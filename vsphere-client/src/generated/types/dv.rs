@@ -34,6 +34,7 @@ impl PartialEq for DVPortConfigInfo {
     }
 }
 impl Clone for DVPortConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -102,6 +103,7 @@ impl PartialEq for DVPortConfigSpec {
     }
 }
 impl Clone for DVPortConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             operation: self.operation.clone(),
@@ -293,6 +295,7 @@ impl PartialEq for DVPortState {
     }
 }
 impl Clone for DVPortState {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             runtime_info: self.runtime_info.clone(),
@@ -365,6 +368,7 @@ impl PartialEq for DVPortStatus {
     }
 }
 impl Clone for DVPortStatus {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             link_up: self.link_up,
@@ -509,6 +513,7 @@ impl PartialEq for DVPortgroupConfigInfo {
     }
 }
 impl Clone for DVPortgroupConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -681,6 +686,7 @@ impl PartialEq for DVPortgroupConfigSpec {
     }
 }
 impl Clone for DVPortgroupConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             config_version: self.config_version.clone(),
@@ -986,6 +992,7 @@ impl PartialEq for DVPortgroupNsxConfig {
     }
 }
 impl Clone for DVPortgroupNsxConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vlan_id_extended: self.vlan_id_extended,
@@ -1041,6 +1048,7 @@ impl PartialEq for DVPortgroupNsxSubnetAddressInfo {
     }
 }
 impl Clone for DVPortgroupNsxSubnetAddressInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cidr: x::clone_vec(&self.cidr),
@@ -1299,6 +1307,7 @@ impl PartialEq for DVPortgroupSelection {
     }
 }
 impl Clone for DVPortgroupSelection {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_uuid: self.dvs_uuid.clone(),

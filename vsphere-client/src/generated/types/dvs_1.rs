@@ -73,6 +73,7 @@ impl PartialEq for DVSCapability {
     }
 }
 impl Clone for DVSCapability {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_operation_supported: self.dvs_operation_supported,
@@ -201,6 +202,7 @@ impl PartialEq for DVSConfigInfo {
     }
 }
 impl Clone for DVSConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             uuid: self.uuid.clone(),
@@ -404,6 +406,7 @@ impl PartialEq for DVSConfigSpec {
     }
 }
 impl Clone for DVSConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             config_version: self.config_version.clone(),
@@ -712,6 +715,7 @@ impl PartialEq for DVSFeatureCapability {
     }
 }
 impl Clone for DVSFeatureCapability {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             network_resource_management_supported: self
@@ -1381,6 +1385,7 @@ impl PartialEq for DVSManagerDvsConfigTarget {
     }
 }
 impl Clone for DVSManagerDvsConfigTarget {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             distributed_virtual_portgroup: x::clone_vec(
@@ -1442,6 +1447,7 @@ impl PartialEq for DVSManagerPhysicalNicsList {
     }
 }
 impl Clone for DVSManagerPhysicalNicsList {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -1494,6 +1500,7 @@ impl PartialEq for DVSNameArrayUplinkPortPolicy {
     }
 }
 impl Clone for DVSNameArrayUplinkPortPolicy {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             uplink_port_name: x::clone_vec(&self.uplink_port_name),
@@ -1863,6 +1870,7 @@ impl PartialEq for DVSRuntimeInfo {
     }
 }
 impl Clone for DVSRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_member_runtime: x::clone_vec(&self.host_member_runtime),
@@ -2030,6 +2038,7 @@ impl PartialEq for DVSSummary {
     }
 }
 impl Clone for DVSSummary {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -2204,6 +2213,7 @@ impl PartialEq for DVSVendorSpecificConfig {
     }
 }
 impl Clone for DVSVendorSpecificConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             inheritable_policy: self.inheritable_policy.clone(),

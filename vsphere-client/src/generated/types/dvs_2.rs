@@ -34,6 +34,7 @@ impl PartialEq for DvsProfile {
     }
 }
 impl Clone for DvsProfile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             apply_profile: self.apply_profile.clone(),
@@ -311,6 +312,7 @@ impl PartialEq for DvsResourceRuntimeInfo {
     }
 }
 impl Clone for DvsResourceRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             capacity: self.capacity,
@@ -442,6 +444,7 @@ impl PartialEq for DvsScopeViolated {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for DvsScopeViolated {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_fault: self.dvs_fault.clone(),
@@ -801,6 +804,7 @@ impl PartialEq for DvsTrafficRule {
     }
 }
 impl Clone for DvsTrafficRule {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -870,6 +874,7 @@ impl PartialEq for DvsTrafficRuleset {
     }
 }
 impl Clone for DvsTrafficRuleset {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -1291,6 +1296,7 @@ impl PartialEq for DvsVmVnicNetworkResourcePoolRuntimeInfo {
     }
 }
 impl Clone for DvsVmVnicNetworkResourcePoolRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),

@@ -26,6 +26,7 @@ impl PartialEq for DynamicArray {
     }
 }
 impl Clone for DynamicArray {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             val: x::clone_vec(&self.val),
@@ -152,6 +153,7 @@ impl PartialEq for EVCAdmissionFailed {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for EVCAdmissionFailed {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             not_supported_host_in_cluster: self.not_supported_host_in_cluster.clone(),
@@ -759,6 +761,7 @@ impl PartialEq for EVCConfigFault {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for EVCConfigFault {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vim_fault: self.vim_fault.clone(),
@@ -837,6 +840,7 @@ impl PartialEq for EVCMode {
     }
 }
 impl Clone for EVCMode {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             element_description: self.element_description.clone(),
@@ -999,6 +1003,7 @@ impl PartialEq for EVCModeUnsupportedByHosts {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for EVCModeUnsupportedByHosts {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             evc_config_fault: self.evc_config_fault.clone(),
@@ -1079,6 +1084,7 @@ impl PartialEq for EVCUnsupportedByHostHardware {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for EVCUnsupportedByHostHardware {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             evc_config_fault: self.evc_config_fault.clone(),
@@ -1156,6 +1162,7 @@ impl PartialEq for EVCUnsupportedByHostSoftware {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for EVCUnsupportedByHostSoftware {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             evc_config_fault: self.evc_config_fault.clone(),

@@ -149,6 +149,7 @@ impl PartialEq for EncryptionKeyRequired {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for EncryptionKeyRequired {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             invalid_state: self.invalid_state.clone(),
@@ -541,6 +542,7 @@ impl x::Fields for EntityEventArgument {
         w.write("name", &self.name);
     }
 }
+#[cfg(feature = "admin")]
 /// `EntityPrivilege` (extends `DynamicData`).
 #[derive(Default)]
 pub struct EntityPrivilege {
@@ -549,21 +551,27 @@ pub struct EntityPrivilege {
     /// `privAvailability`.
     pub priv_availability: Vec<PrivilegeAvailability>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for EntityPrivilege {
     const TYPE_NAME: &'static str = "EntityPrivilege";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for EntityPrivilege {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for EntityPrivilege {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "EntityPrivilege", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for EntityPrivilege {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for EntityPrivilege {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             entity: self.entity.clone(),
@@ -571,6 +579,7 @@ impl Clone for EntityPrivilege {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for EntityPrivilege {
     fn decode_field(
         &mut self,
@@ -590,6 +599,7 @@ impl x::Fields for EntityPrivilege {
         w.write_vec("privAvailability", &self.priv_availability);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for EntityPrivilege {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfEntityPrivilege";
     const ITEM_TAG: &'static str = "EntityPrivilege";
@@ -617,6 +627,7 @@ impl PartialEq for EnumDescription {
     }
 }
 impl Clone for EnumDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -676,6 +687,7 @@ impl PartialEq for EnvironmentBrowserConfigOptionQuerySpec {
     }
 }
 impl Clone for EnvironmentBrowserConfigOptionQuerySpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -930,6 +942,7 @@ impl PartialEq for EventAlarmExpression {
     }
 }
 impl Clone for EventAlarmExpression {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             comparisons: x::clone_vec(&self.comparisons),
@@ -1115,6 +1128,7 @@ impl PartialEq for EventDescription {
     }
 }
 impl Clone for EventDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             category: x::clone_vec(&self.category),
@@ -1262,6 +1276,7 @@ impl PartialEq for EventEx {
 }
 #[cfg(feature = "all-events")]
 impl Clone for EventEx {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             event: self.event.clone(),
@@ -1379,6 +1394,7 @@ impl PartialEq for EventFilterSpec {
     }
 }
 impl Clone for EventFilterSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             entity: self.entity.clone(),
@@ -1561,6 +1577,7 @@ impl PartialEq for EventFilterSpecByUsername {
     }
 }
 impl Clone for EventFilterSpecByUsername {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             system_user: self.system_user,

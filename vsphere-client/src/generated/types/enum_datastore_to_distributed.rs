@@ -198,6 +198,7 @@ impl x::Encode for DatastoreSummaryMaintenanceModeState {
 impl x::SchemaType for DatastoreSummaryMaintenanceModeState {
     const TYPE_NAME: &'static str = "DatastoreSummaryMaintenanceModeState";
 }
+#[cfg(feature = "admin")]
 /// `DayOfWeek`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -219,6 +220,7 @@ pub enum DayOfWeek {
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
+#[cfg(feature = "admin")]
 impl DayOfWeek {
     /// The XML value.
     pub fn as_str(&self) -> &str {
@@ -234,11 +236,13 @@ impl DayOfWeek {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl Default for DayOfWeek {
     fn default() -> Self {
         Self::Unrecognized(String::new())
     }
 }
+#[cfg(feature = "admin")]
 impl From<&str> for DayOfWeek {
     fn from(value: &str) -> Self {
         match value {
@@ -253,27 +257,32 @@ impl From<&str> for DayOfWeek {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::str::FromStr for DayOfWeek {
     type Err = std::convert::Infallible;
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         Ok(Self::from(value))
     }
 }
+#[cfg(feature = "admin")]
 impl std::fmt::Display for DayOfWeek {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for DayOfWeek {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
         Ok(Self::from(r.read_text()?.trim()))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for DayOfWeek {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DayOfWeek {
     const TYPE_NAME: &'static str = "DayOfWeek";
 }

@@ -76,6 +76,7 @@ impl x::Encode for HealthUpdateInfoComponentType {
 impl x::SchemaType for HealthUpdateInfoComponentType {
     const TYPE_NAME: &'static str = "HealthUpdateInfoComponentType";
 }
+#[cfg(feature = "admin")]
 /// `HostAccessMode`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -93,6 +94,7 @@ pub enum HostAccessMode {
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
+#[cfg(feature = "admin")]
 impl HostAccessMode {
     /// The XML value.
     pub fn as_str(&self) -> &str {
@@ -106,11 +108,13 @@ impl HostAccessMode {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl Default for HostAccessMode {
     fn default() -> Self {
         Self::Unrecognized(String::new())
     }
 }
+#[cfg(feature = "admin")]
 impl From<&str> for HostAccessMode {
     fn from(value: &str) -> Self {
         match value {
@@ -123,27 +127,32 @@ impl From<&str> for HostAccessMode {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::str::FromStr for HostAccessMode {
     type Err = std::convert::Infallible;
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         Ok(Self::from(value))
     }
 }
+#[cfg(feature = "admin")]
 impl std::fmt::Display for HostAccessMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for HostAccessMode {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
         Ok(Self::from(r.read_text()?.trim()))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for HostAccessMode {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostAccessMode {
     const TYPE_NAME: &'static str = "HostAccessMode";
 }

@@ -3498,6 +3498,7 @@ impl x::Encode for HostSgxRegistrationInfoRegistrationType {
 impl x::SchemaType for HostSgxRegistrationInfoRegistrationType {
     const TYPE_NAME: &'static str = "HostSgxRegistrationInfoRegistrationType";
 }
+#[cfg(feature = "admin")]
 /// `HostSnmpAgentCapability`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -3511,6 +3512,7 @@ pub enum HostSnmpAgentCapability {
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
+#[cfg(feature = "admin")]
 impl HostSnmpAgentCapability {
     /// The XML value.
     pub fn as_str(&self) -> &str {
@@ -3522,11 +3524,13 @@ impl HostSnmpAgentCapability {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl Default for HostSnmpAgentCapability {
     fn default() -> Self {
         Self::Unrecognized(String::new())
     }
 }
+#[cfg(feature = "admin")]
 impl From<&str> for HostSnmpAgentCapability {
     fn from(value: &str) -> Self {
         match value {
@@ -3537,27 +3541,32 @@ impl From<&str> for HostSnmpAgentCapability {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::str::FromStr for HostSnmpAgentCapability {
     type Err = std::convert::Infallible;
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         Ok(Self::from(value))
     }
 }
+#[cfg(feature = "admin")]
 impl std::fmt::Display for HostSnmpAgentCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for HostSnmpAgentCapability {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
         Ok(Self::from(r.read_text()?.trim()))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for HostSnmpAgentCapability {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostSnmpAgentCapability {
     const TYPE_NAME: &'static str = "HostSnmpAgentCapability";
 }

@@ -997,6 +997,7 @@ impl x::Encode for LicenseManagerLicenseKey {
 impl x::SchemaType for LicenseManagerLicenseKey {
     const TYPE_NAME: &'static str = "LicenseManagerLicenseKey";
 }
+#[cfg(feature = "admin")]
 /// `LicenseManagerState`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -1012,6 +1013,7 @@ pub enum LicenseManagerState {
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
+#[cfg(feature = "admin")]
 impl LicenseManagerState {
     /// The XML value.
     pub fn as_str(&self) -> &str {
@@ -1024,11 +1026,13 @@ impl LicenseManagerState {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl Default for LicenseManagerState {
     fn default() -> Self {
         Self::Unrecognized(String::new())
     }
 }
+#[cfg(feature = "admin")]
 impl From<&str> for LicenseManagerState {
     fn from(value: &str) -> Self {
         match value {
@@ -1040,30 +1044,36 @@ impl From<&str> for LicenseManagerState {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::str::FromStr for LicenseManagerState {
     type Err = std::convert::Infallible;
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         Ok(Self::from(value))
     }
 }
+#[cfg(feature = "admin")]
 impl std::fmt::Display for LicenseManagerState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for LicenseManagerState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
         Ok(Self::from(r.read_text()?.trim()))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for LicenseManagerState {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for LicenseManagerState {
     const TYPE_NAME: &'static str = "LicenseManagerState";
 }
+#[cfg(feature = "admin")]
 /// `LicenseReservationInfoState`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -1079,6 +1089,7 @@ pub enum LicenseReservationInfoState {
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
+#[cfg(feature = "admin")]
 impl LicenseReservationInfoState {
     /// The XML value.
     pub fn as_str(&self) -> &str {
@@ -1091,11 +1102,13 @@ impl LicenseReservationInfoState {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl Default for LicenseReservationInfoState {
     fn default() -> Self {
         Self::Unrecognized(String::new())
     }
 }
+#[cfg(feature = "admin")]
 impl From<&str> for LicenseReservationInfoState {
     fn from(value: &str) -> Self {
         match value {
@@ -1107,27 +1120,32 @@ impl From<&str> for LicenseReservationInfoState {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::str::FromStr for LicenseReservationInfoState {
     type Err = std::convert::Infallible;
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         Ok(Self::from(value))
     }
 }
+#[cfg(feature = "admin")]
 impl std::fmt::Display for LicenseReservationInfoState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for LicenseReservationInfoState {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
         Ok(Self::from(r.read_text()?.trim()))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for LicenseReservationInfoState {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for LicenseReservationInfoState {
     const TYPE_NAME: &'static str = "LicenseReservationInfoState";
 }

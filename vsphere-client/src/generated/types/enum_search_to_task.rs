@@ -545,6 +545,7 @@ impl x::Encode for SharesLevel {
 impl x::SchemaType for SharesLevel {
     const TYPE_NAME: &'static str = "SharesLevel";
 }
+#[cfg(feature = "admin")]
 /// `SimpleCommandEncoding`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -558,6 +559,7 @@ pub enum SimpleCommandEncoding {
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
+#[cfg(feature = "admin")]
 impl SimpleCommandEncoding {
     /// The XML value.
     pub fn as_str(&self) -> &str {
@@ -569,11 +571,13 @@ impl SimpleCommandEncoding {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl Default for SimpleCommandEncoding {
     fn default() -> Self {
         Self::Unrecognized(String::new())
     }
 }
+#[cfg(feature = "admin")]
 impl From<&str> for SimpleCommandEncoding {
     fn from(value: &str) -> Self {
         match value {
@@ -584,27 +588,32 @@ impl From<&str> for SimpleCommandEncoding {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::str::FromStr for SimpleCommandEncoding {
     type Err = std::convert::Infallible;
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         Ok(Self::from(value))
     }
 }
+#[cfg(feature = "admin")]
 impl std::fmt::Display for SimpleCommandEncoding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for SimpleCommandEncoding {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
         Ok(Self::from(r.read_text()?.trim()))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for SimpleCommandEncoding {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SimpleCommandEncoding {
     const TYPE_NAME: &'static str = "SimpleCommandEncoding";
 }

@@ -541,6 +541,7 @@ impl x::Encode for VslmVsoPostRelocateChangeMetadataOperation {
 impl x::SchemaType for VslmVsoPostRelocateChangeMetadataOperation {
     const TYPE_NAME: &'static str = "VslmVsoPostRelocateChangeMetadataOperation";
 }
+#[cfg(feature = "admin")]
 /// `WeekOfMonth`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -558,6 +559,7 @@ pub enum WeekOfMonth {
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
+#[cfg(feature = "admin")]
 impl WeekOfMonth {
     /// The XML value.
     pub fn as_str(&self) -> &str {
@@ -571,11 +573,13 @@ impl WeekOfMonth {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl Default for WeekOfMonth {
     fn default() -> Self {
         Self::Unrecognized(String::new())
     }
 }
+#[cfg(feature = "admin")]
 impl From<&str> for WeekOfMonth {
     fn from(value: &str) -> Self {
         match value {
@@ -588,27 +592,32 @@ impl From<&str> for WeekOfMonth {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::str::FromStr for WeekOfMonth {
     type Err = std::convert::Infallible;
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         Ok(Self::from(value))
     }
 }
+#[cfg(feature = "admin")]
 impl std::fmt::Display for WeekOfMonth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for WeekOfMonth {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
         Ok(Self::from(r.read_text()?.trim()))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for WeekOfMonth {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for WeekOfMonth {
     const TYPE_NAME: &'static str = "WeekOfMonth";
 }

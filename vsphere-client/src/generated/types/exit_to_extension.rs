@@ -412,6 +412,7 @@ impl x::Fields for ExpiredFeatureLicense {
         w.write("expirationDate", &self.expiration_date);
     }
 }
+#[cfg(feature = "admin")]
 /// `ExtExtendedProductInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ExtExtendedProductInfo {
@@ -424,20 +425,25 @@ pub struct ExtExtendedProductInfo {
     /// `self`.
     pub self_: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ExtExtendedProductInfo {
     const TYPE_NAME: &'static str = "ExtExtendedProductInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ExtExtendedProductInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ExtExtendedProductInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtExtendedProductInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ExtExtendedProductInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ExtExtendedProductInfo {
     fn decode_field(
         &mut self,
@@ -461,6 +467,7 @@ impl x::Fields for ExtExtendedProductInfo {
         w.write_opt("self", &self.self_);
     }
 }
+#[cfg(feature = "admin")]
 /// `ExtManagedEntityInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ExtManagedEntityInfo {
@@ -473,20 +480,25 @@ pub struct ExtManagedEntityInfo {
     /// `description`.
     pub description: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ExtManagedEntityInfo {
     const TYPE_NAME: &'static str = "ExtManagedEntityInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ExtManagedEntityInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ExtManagedEntityInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtManagedEntityInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ExtManagedEntityInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ExtManagedEntityInfo {
     fn decode_field(
         &mut self,
@@ -510,10 +522,12 @@ impl x::Fields for ExtManagedEntityInfo {
         w.write_opt("description", &self.description);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ExtManagedEntityInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfExtManagedEntityInfo";
     const ITEM_TAG: &'static str = "ExtManagedEntityInfo";
 }
+#[cfg(feature = "admin")]
 /// `ExtSolutionManagerInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ExtSolutionManagerInfo {
@@ -522,21 +536,27 @@ pub struct ExtSolutionManagerInfo {
     /// `smallIconUrl`.
     pub small_icon_url: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ExtSolutionManagerInfo {
     const TYPE_NAME: &'static str = "ExtSolutionManagerInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ExtSolutionManagerInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ExtSolutionManagerInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtSolutionManagerInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ExtSolutionManagerInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ExtSolutionManagerInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             tab: x::clone_vec(&self.tab),
@@ -544,6 +564,7 @@ impl Clone for ExtSolutionManagerInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ExtSolutionManagerInfo {
     fn decode_field(
         &mut self,
@@ -563,6 +584,7 @@ impl x::Fields for ExtSolutionManagerInfo {
         w.write_opt("smallIconUrl", &self.small_icon_url);
     }
 }
+#[cfg(feature = "admin")]
 /// `ExtSolutionManagerInfoTabInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ExtSolutionManagerInfoTabInfo {
@@ -571,20 +593,25 @@ pub struct ExtSolutionManagerInfoTabInfo {
     /// `url`.
     pub url: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ExtSolutionManagerInfoTabInfo {
     const TYPE_NAME: &'static str = "ExtSolutionManagerInfoTabInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ExtSolutionManagerInfoTabInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ExtSolutionManagerInfoTabInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtSolutionManagerInfoTabInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ExtSolutionManagerInfoTabInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ExtSolutionManagerInfoTabInfo {
     fn decode_field(
         &mut self,
@@ -604,6 +631,7 @@ impl x::Fields for ExtSolutionManagerInfoTabInfo {
         w.write("url", &self.url);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ExtSolutionManagerInfoTabInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfExtSolutionManagerInfoTabInfo";
     const ITEM_TAG: &'static str = "ExtSolutionManagerInfoTabInfo";
@@ -635,6 +663,7 @@ impl PartialEq for ExtendedDescription {
     }
 }
 impl Clone for ExtendedDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             description: self.description.clone(),
@@ -703,6 +732,7 @@ impl PartialEq for ExtendedElementDescription {
     }
 }
 impl Clone for ExtendedElementDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             element_description: self.element_description.clone(),
@@ -779,6 +809,7 @@ impl PartialEq for ExtendedEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for ExtendedEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             general_event: self.general_event.clone(),
@@ -911,6 +942,7 @@ impl PartialEq for ExtendedFault {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for ExtendedFault {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vim_fault: self.vim_fault.clone(),
@@ -955,6 +987,7 @@ impl x::Fields for ExtendedFault {
         w.write_vec("data", &self.data);
     }
 }
+#[cfg(feature = "admin")]
 /// `Extension` (extends `DynamicData`).
 #[derive(Default)]
 pub struct Extension {
@@ -999,21 +1032,27 @@ pub struct Extension {
     /// `solutionManagerInfo`.
     pub solution_manager_info: Option<ExtSolutionManagerInfo>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for Extension {
     const TYPE_NAME: &'static str = "Extension";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for Extension {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for Extension {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "Extension", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for Extension {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for Extension {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             description: self.description.clone(),
@@ -1039,6 +1078,7 @@ impl Clone for Extension {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for Extension {
     fn decode_field(
         &mut self,
@@ -1094,10 +1134,12 @@ impl x::Fields for Extension {
         w.write_opt("solutionManagerInfo", &self.solution_manager_info);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for Extension {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfExtension";
     const ITEM_TAG: &'static str = "Extension";
 }
+#[cfg(feature = "admin")]
 /// `ExtensionClientInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ExtensionClientInfo {
@@ -1112,20 +1154,25 @@ pub struct ExtensionClientInfo {
     /// `url`.
     pub url: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ExtensionClientInfo {
     const TYPE_NAME: &'static str = "ExtensionClientInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ExtensionClientInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ExtensionClientInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtensionClientInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ExtensionClientInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ExtensionClientInfo {
     fn decode_field(
         &mut self,
@@ -1151,10 +1198,12 @@ impl x::Fields for ExtensionClientInfo {
         w.write("url", &self.url);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ExtensionClientInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfExtensionClientInfo";
     const ITEM_TAG: &'static str = "ExtensionClientInfo";
 }
+#[cfg(feature = "admin")]
 /// `ExtensionEventTypeInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ExtensionEventTypeInfo {
@@ -1163,20 +1212,25 @@ pub struct ExtensionEventTypeInfo {
     /// `eventTypeSchema`.
     pub event_type_schema: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ExtensionEventTypeInfo {
     const TYPE_NAME: &'static str = "ExtensionEventTypeInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ExtensionEventTypeInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ExtensionEventTypeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtensionEventTypeInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ExtensionEventTypeInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ExtensionEventTypeInfo {
     fn decode_field(
         &mut self,
@@ -1196,30 +1250,37 @@ impl x::Fields for ExtensionEventTypeInfo {
         w.write_opt("eventTypeSchema", &self.event_type_schema);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ExtensionEventTypeInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfExtensionEventTypeInfo";
     const ITEM_TAG: &'static str = "ExtensionEventTypeInfo";
 }
+#[cfg(feature = "admin")]
 /// `ExtensionFaultTypeInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ExtensionFaultTypeInfo {
     /// `faultID`.
     pub fault_id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ExtensionFaultTypeInfo {
     const TYPE_NAME: &'static str = "ExtensionFaultTypeInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ExtensionFaultTypeInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ExtensionFaultTypeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtensionFaultTypeInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ExtensionFaultTypeInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ExtensionFaultTypeInfo {
     fn decode_field(
         &mut self,
@@ -1237,30 +1298,37 @@ impl x::Fields for ExtensionFaultTypeInfo {
         w.write("faultID", &self.fault_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ExtensionFaultTypeInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfExtensionFaultTypeInfo";
     const ITEM_TAG: &'static str = "ExtensionFaultTypeInfo";
 }
+#[cfg(feature = "admin")]
 /// `ExtensionHealthInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ExtensionHealthInfo {
     /// `url`.
     pub url: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ExtensionHealthInfo {
     const TYPE_NAME: &'static str = "ExtensionHealthInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ExtensionHealthInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ExtensionHealthInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtensionHealthInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ExtensionHealthInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ExtensionHealthInfo {
     fn decode_field(
         &mut self,
@@ -1278,6 +1346,7 @@ impl x::Fields for ExtensionHealthInfo {
         w.write("url", &self.url);
     }
 }
+#[cfg(feature = "admin")]
 /// `ExtensionManagerIpAllocationUsage` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ExtensionManagerIpAllocationUsage {
@@ -1286,20 +1355,25 @@ pub struct ExtensionManagerIpAllocationUsage {
     /// `numAddresses`.
     pub num_addresses: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ExtensionManagerIpAllocationUsage {
     const TYPE_NAME: &'static str = "ExtensionManagerIpAllocationUsage";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ExtensionManagerIpAllocationUsage {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ExtensionManagerIpAllocationUsage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtensionManagerIpAllocationUsage", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ExtensionManagerIpAllocationUsage {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ExtensionManagerIpAllocationUsage {
     fn decode_field(
         &mut self,
@@ -1319,10 +1393,12 @@ impl x::Fields for ExtensionManagerIpAllocationUsage {
         w.write("numAddresses", &self.num_addresses);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ExtensionManagerIpAllocationUsage {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfExtensionManagerIpAllocationUsage";
     const ITEM_TAG: &'static str = "ExtensionManagerIpAllocationUsage";
 }
+#[cfg(feature = "admin")]
 /// `ExtensionOvfConsumerInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ExtensionOvfConsumerInfo {
@@ -1331,21 +1407,27 @@ pub struct ExtensionOvfConsumerInfo {
     /// `sectionType`.
     pub section_type: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ExtensionOvfConsumerInfo {
     const TYPE_NAME: &'static str = "ExtensionOvfConsumerInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ExtensionOvfConsumerInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ExtensionOvfConsumerInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtensionOvfConsumerInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ExtensionOvfConsumerInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ExtensionOvfConsumerInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             callback_url: self.callback_url.clone(),
@@ -1353,6 +1435,7 @@ impl Clone for ExtensionOvfConsumerInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ExtensionOvfConsumerInfo {
     fn decode_field(
         &mut self,
@@ -1372,6 +1455,7 @@ impl x::Fields for ExtensionOvfConsumerInfo {
         w.write_vec("sectionType", &self.section_type);
     }
 }
+#[cfg(feature = "admin")]
 /// `ExtensionPrivilegeInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ExtensionPrivilegeInfo {
@@ -1380,20 +1464,25 @@ pub struct ExtensionPrivilegeInfo {
     /// `privGroupName`.
     pub priv_group_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ExtensionPrivilegeInfo {
     const TYPE_NAME: &'static str = "ExtensionPrivilegeInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ExtensionPrivilegeInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ExtensionPrivilegeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtensionPrivilegeInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ExtensionPrivilegeInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ExtensionPrivilegeInfo {
     fn decode_field(
         &mut self,
@@ -1413,10 +1502,12 @@ impl x::Fields for ExtensionPrivilegeInfo {
         w.write("privGroupName", &self.priv_group_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ExtensionPrivilegeInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfExtensionPrivilegeInfo";
     const ITEM_TAG: &'static str = "ExtensionPrivilegeInfo";
 }
+#[cfg(feature = "admin")]
 /// `ExtensionResourceInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ExtensionResourceInfo {
@@ -1427,21 +1518,27 @@ pub struct ExtensionResourceInfo {
     /// `data`.
     pub data: Vec<KeyValue>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ExtensionResourceInfo {
     const TYPE_NAME: &'static str = "ExtensionResourceInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ExtensionResourceInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ExtensionResourceInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtensionResourceInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ExtensionResourceInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ExtensionResourceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             locale: self.locale.clone(),
@@ -1450,6 +1547,7 @@ impl Clone for ExtensionResourceInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ExtensionResourceInfo {
     fn decode_field(
         &mut self,
@@ -1471,10 +1569,12 @@ impl x::Fields for ExtensionResourceInfo {
         w.write_vec("data", &self.data);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ExtensionResourceInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfExtensionResourceInfo";
     const ITEM_TAG: &'static str = "ExtensionResourceInfo";
 }
+#[cfg(feature = "admin")]
 /// `ExtensionServerInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ExtensionServerInfo {
@@ -1495,21 +1595,27 @@ pub struct ExtensionServerInfo {
     /// Since vSphere API 8.0.2.0.
     pub server_certificate: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ExtensionServerInfo {
     const TYPE_NAME: &'static str = "ExtensionServerInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ExtensionServerInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ExtensionServerInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtensionServerInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ExtensionServerInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ExtensionServerInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             url: self.url.clone(),
@@ -1522,6 +1628,7 @@ impl Clone for ExtensionServerInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ExtensionServerInfo {
     fn decode_field(
         &mut self,
@@ -1559,30 +1666,37 @@ impl x::Fields for ExtensionServerInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ExtensionServerInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfExtensionServerInfo";
     const ITEM_TAG: &'static str = "ExtensionServerInfo";
 }
+#[cfg(feature = "admin")]
 /// `ExtensionTaskTypeInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ExtensionTaskTypeInfo {
     /// `taskID`.
     pub task_id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ExtensionTaskTypeInfo {
     const TYPE_NAME: &'static str = "ExtensionTaskTypeInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ExtensionTaskTypeInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ExtensionTaskTypeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtensionTaskTypeInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ExtensionTaskTypeInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ExtensionTaskTypeInfo {
     fn decode_field(
         &mut self,
@@ -1600,6 +1714,7 @@ impl x::Fields for ExtensionTaskTypeInfo {
         w.write("taskID", &self.task_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ExtensionTaskTypeInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfExtensionTaskTypeInfo";
     const ITEM_TAG: &'static str = "ExtensionTaskTypeInfo";

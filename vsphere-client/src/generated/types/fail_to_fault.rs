@@ -40,6 +40,7 @@ impl PartialEq for FailToEnableSPBM {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for FailToEnableSPBM {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             not_enough_licenses: self.not_enough_licenses.clone(),
@@ -214,6 +215,7 @@ impl x::Fields for FailoverLevelRestored {
         x::Fields::encode_fields(&self.cluster_event, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `FailoverNodeInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct FailoverNodeInfo {
@@ -224,20 +226,25 @@ pub struct FailoverNodeInfo {
     /// `biosUuid`.
     pub bios_uuid: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for FailoverNodeInfo {
     const TYPE_NAME: &'static str = "FailoverNodeInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for FailoverNodeInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for FailoverNodeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "FailoverNodeInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for FailoverNodeInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for FailoverNodeInfo {
     fn decode_field(
         &mut self,
@@ -459,6 +466,7 @@ impl PartialEq for FaultToleranceConfigInfo {
     }
 }
 impl Clone for FaultToleranceConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             role: self.role,
@@ -933,6 +941,7 @@ impl PartialEq for FaultTolerancePrimaryConfigInfo {
     }
 }
 impl Clone for FaultTolerancePrimaryConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             fault_tolerance_config_info: self.fault_tolerance_config_info.clone(),
@@ -1183,6 +1192,7 @@ impl PartialEq for FaultToleranceVMConfigSpec {
     }
 }
 impl Clone for FaultToleranceVMConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_config: self.vm_config.clone(),

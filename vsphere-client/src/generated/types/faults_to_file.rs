@@ -28,6 +28,7 @@ impl PartialEq for FaultsByHost {
     }
 }
 impl Clone for FaultsByHost {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -81,6 +82,7 @@ impl PartialEq for FaultsByVM {
     }
 }
 impl Clone for FaultsByVM {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm: self.vm.clone(),
@@ -140,6 +142,7 @@ impl PartialEq for FcoeConfig {
     }
 }
 impl Clone for FcoeConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             priority_class: self.priority_class,
@@ -220,6 +223,7 @@ impl x::Fields for FcoeConfigFcoeCapabilities {
         w.write("vlanRange", &self.vlan_range);
     }
 }
+#[cfg(feature = "admin")]
 /// `FcoeConfigFcoeSpecification` (extends `DynamicData`).
 #[derive(Default)]
 pub struct FcoeConfigFcoeSpecification {
@@ -232,21 +236,27 @@ pub struct FcoeConfigFcoeSpecification {
     /// `vlanRange`.
     pub vlan_range: Vec<FcoeConfigVlanRange>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for FcoeConfigFcoeSpecification {
     const TYPE_NAME: &'static str = "FcoeConfigFcoeSpecification";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for FcoeConfigFcoeSpecification {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for FcoeConfigFcoeSpecification {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "FcoeConfigFcoeSpecification", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for FcoeConfigFcoeSpecification {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for FcoeConfigFcoeSpecification {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             underlying_pnic: self.underlying_pnic.clone(),
@@ -256,6 +266,7 @@ impl Clone for FcoeConfigFcoeSpecification {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for FcoeConfigFcoeSpecification {
     fn decode_field(
         &mut self,
@@ -472,6 +483,7 @@ impl PartialEq for FeatureEVCMode {
     }
 }
 impl Clone for FeatureEVCMode {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             element_description: self.element_description.clone(),
@@ -555,6 +567,7 @@ impl PartialEq for FeatureRequirementsNotMet {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for FeatureRequirementsNotMet {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_hardware_compatibility_issue: self
@@ -747,6 +760,7 @@ impl PartialEq for FileBackedVirtualDiskSpec {
     }
 }
 impl Clone for FileBackedVirtualDiskSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_disk_spec: self.virtual_disk_spec.clone(),
@@ -1041,6 +1055,7 @@ impl PartialEq for FileLockInfoResult {
     }
 }
 impl Clone for FileLockInfoResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             lock_info: x::clone_vec(&self.lock_info),

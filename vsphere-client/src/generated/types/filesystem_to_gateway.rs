@@ -92,6 +92,7 @@ impl PartialEq for FilterInUse {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for FilterInUse {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             resource_in_use: self.resource_in_use.clone(),
@@ -158,6 +159,7 @@ impl PartialEq for FirewallProfile {
     }
 }
 impl Clone for FirewallProfile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             apply_profile: self.apply_profile.clone(),
@@ -418,6 +420,7 @@ impl PartialEq for FolderBatchAddHostsToClusterResult {
     }
 }
 impl Clone for FolderBatchAddHostsToClusterResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             hosts_added_to_cluster: x::clone_vec(&self.hosts_added_to_cluster),
@@ -476,6 +479,7 @@ impl PartialEq for FolderBatchAddStandaloneHostsResult {
     }
 }
 impl Clone for FolderBatchAddStandaloneHostsResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             added_hosts: x::clone_vec(&self.added_hosts),
@@ -823,6 +827,7 @@ impl PartialEq for FtIssuesOnHost {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for FtIssuesOnHost {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_fault_tolerance_issue: self.vm_fault_tolerance_issue.clone(),
@@ -1344,6 +1349,7 @@ impl PartialEq for GatewayToHostAuthFault {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for GatewayToHostAuthFault {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             gateway_to_host_connect_fault: self.gateway_to_host_connect_fault.clone(),
@@ -1494,6 +1500,7 @@ impl PartialEq for GatewayToHostTrustVerifyFault {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for GatewayToHostTrustVerifyFault {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             gateway_to_host_connect_fault: self.gateway_to_host_connect_fault.clone(),

@@ -498,6 +498,7 @@ impl PartialEq for GenericDrsFault {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for GenericDrsFault {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vim_fault: self.vim_fault.clone(),
@@ -633,6 +634,7 @@ impl PartialEq for GhostDvsProxySwitchDetectedEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for GhostDvsProxySwitchDetectedEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_event: self.host_event.clone(),
@@ -705,6 +707,7 @@ impl PartialEq for GhostDvsProxySwitchRemovedEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for GhostDvsProxySwitchRemovedEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_event: self.host_event.clone(),
@@ -834,6 +837,7 @@ impl PartialEq for GroupAlarmAction {
     }
 }
 impl Clone for GroupAlarmAction {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             action: x::clone_vec(&self.action),
@@ -880,6 +884,7 @@ impl PartialEq for GuestAliases {
     }
 }
 impl Clone for GuestAliases {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             base64_cert: self.base64_cert.clone(),
@@ -1241,6 +1246,7 @@ impl PartialEq for GuestDiskInfo {
     }
 }
 impl Clone for GuestDiskInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             disk_path: self.disk_path.clone(),
@@ -1457,6 +1463,7 @@ impl PartialEq for GuestInfo {
     }
 }
 impl Clone for GuestInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             tools_status: self.tools_status.clone(),
@@ -1739,6 +1746,7 @@ impl PartialEq for GuestListFileInfo {
     }
 }
 impl Clone for GuestListFileInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             files: x::clone_vec(&self.files),
@@ -1790,6 +1798,7 @@ impl PartialEq for GuestMappedAliases {
     }
 }
 impl Clone for GuestMappedAliases {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             base64_cert: self.base64_cert.clone(),
@@ -1914,6 +1923,7 @@ impl PartialEq for GuestNicInfo {
     }
 }
 impl Clone for GuestNicInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             network: self.network.clone(),
@@ -2209,6 +2219,7 @@ impl PartialEq for GuestOsDescriptor {
     }
 }
 impl Clone for GuestOsDescriptor {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -2805,6 +2816,7 @@ impl PartialEq for GuestProgramSpec {
     }
 }
 impl Clone for GuestProgramSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             program_path: self.program_path.clone(),
@@ -3129,6 +3141,7 @@ impl PartialEq for GuestRegValueMultiStringSpec {
     }
 }
 impl Clone for GuestRegValueMultiStringSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             value: x::clone_vec(&self.value),

@@ -585,6 +585,7 @@ impl PartialEq for GuestStackInfo {
     }
 }
 impl Clone for GuestStackInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dns_config: self.dns_config.clone(),
@@ -842,6 +843,7 @@ impl PartialEq for HbrDiskMigrationAction {
     }
 }
 impl Clone for HbrDiskMigrationAction {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_action: self.cluster_action.clone(),
@@ -1136,6 +1138,7 @@ impl PartialEq for HbrTargetSpecReplacement {
     }
 }
 impl Clone for HbrTargetSpecReplacement {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             spec: x::clone_vec(&self.spec),

@@ -125,6 +125,7 @@ impl x::Fields for HealthSystemRuntime {
         w.write_opt("hardwareStatusInfo", &self.hardware_status_info);
     }
 }
+#[cfg(feature = "admin")]
 /// `HealthUpdate` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HealthUpdate {
@@ -139,20 +140,25 @@ pub struct HealthUpdate {
     /// `remediation`.
     pub remediation: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HealthUpdate {
     const TYPE_NAME: &'static str = "HealthUpdate";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HealthUpdate {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HealthUpdate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HealthUpdate", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HealthUpdate {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HealthUpdate {
     fn decode_field(
         &mut self,
@@ -178,10 +184,12 @@ impl x::Fields for HealthUpdate {
         w.write("remediation", &self.remediation);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HealthUpdate {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHealthUpdate";
     const ITEM_TAG: &'static str = "HealthUpdate";
 }
+#[cfg(feature = "admin")]
 /// `HealthUpdateInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HealthUpdateInfo {
@@ -192,20 +200,25 @@ pub struct HealthUpdateInfo {
     /// `description`.
     pub description: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HealthUpdateInfo {
     const TYPE_NAME: &'static str = "HealthUpdateInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HealthUpdateInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HealthUpdateInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HealthUpdateInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HealthUpdateInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HealthUpdateInfo {
     fn decode_field(
         &mut self,
@@ -227,6 +240,7 @@ impl x::Fields for HealthUpdateInfo {
         w.write("description", &self.description);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HealthUpdateInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHealthUpdateInfo";
     const ITEM_TAG: &'static str = "HealthUpdateInfo";
@@ -287,6 +301,7 @@ impl x::Fields for HeterogenousHostsBlockingEVC {
         x::Fields::encode_fields(&self.evc_config_fault, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostAccessControlEntry` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostAccessControlEntry {
@@ -297,20 +312,25 @@ pub struct HostAccessControlEntry {
     /// `accessMode`.
     pub access_mode: HostAccessMode,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostAccessControlEntry {
     const TYPE_NAME: &'static str = "HostAccessControlEntry";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostAccessControlEntry {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostAccessControlEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostAccessControlEntry", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostAccessControlEntry {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostAccessControlEntry {
     fn decode_field(
         &mut self,
@@ -332,6 +352,7 @@ impl x::Fields for HostAccessControlEntry {
         w.write("accessMode", &self.access_mode);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostAccessControlEntry {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostAccessControlEntry";
     const ITEM_TAG: &'static str = "HostAccessControlEntry";
@@ -522,6 +543,7 @@ impl PartialEq for HostActiveDirectoryInfo {
     }
 }
 impl Clone for HostActiveDirectoryInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_directory_store_info: self.host_directory_store_info.clone(),
@@ -617,6 +639,7 @@ impl PartialEq for HostActiveDirectorySpec {
     }
 }
 impl Clone for HostActiveDirectorySpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             domain_name: self.domain_name.clone(),
@@ -950,6 +973,7 @@ impl PartialEq for HostApplyProfile {
     }
 }
 impl Clone for HostApplyProfile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             apply_profile: self.apply_profile.clone(),
@@ -1112,6 +1136,7 @@ impl PartialEq for HostAssignableHardwareConfig {
     }
 }
 impl Clone for HostAssignableHardwareConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             attribute_override: x::clone_vec(&self.attribute_override),
@@ -1221,6 +1246,7 @@ impl PartialEq for HostAuthenticationInfo {
     }
 }
 impl Clone for HostAuthenticationInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             principal: self.principal.clone(),
@@ -1276,6 +1302,7 @@ impl PartialEq for HostAuthenticationManagerInfo {
     }
 }
 impl Clone for HostAuthenticationManagerInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             auth_config: x::clone_vec(&self.auth_config),
@@ -1361,6 +1388,7 @@ impl PartialEq for HostAutoStartManagerConfig {
     }
 }
 impl Clone for HostAutoStartManagerConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             defaults: self.defaults.clone(),
@@ -1537,6 +1565,7 @@ impl x::Fields for HostBlockHba {
         x::Fields::encode_fields(&self.host_host_bus_adapter, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostBootDevice` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostBootDevice {
@@ -1545,20 +1574,25 @@ pub struct HostBootDevice {
     /// `description`.
     pub description: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostBootDevice {
     const TYPE_NAME: &'static str = "HostBootDevice";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostBootDevice {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostBootDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostBootDevice", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostBootDevice {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostBootDevice {
     fn decode_field(
         &mut self,
@@ -1578,10 +1612,12 @@ impl x::Fields for HostBootDevice {
         w.write("description", &self.description);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostBootDevice {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostBootDevice";
     const ITEM_TAG: &'static str = "HostBootDevice";
 }
+#[cfg(feature = "admin")]
 /// `HostBootDeviceInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct HostBootDeviceInfo {
@@ -1590,21 +1626,27 @@ pub struct HostBootDeviceInfo {
     /// `currentBootDeviceKey`.
     pub current_boot_device_key: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostBootDeviceInfo {
     const TYPE_NAME: &'static str = "HostBootDeviceInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostBootDeviceInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostBootDeviceInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostBootDeviceInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostBootDeviceInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostBootDeviceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             boot_devices: x::clone_vec(&self.boot_devices),
@@ -1612,6 +1654,7 @@ impl Clone for HostBootDeviceInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostBootDeviceInfo {
     fn decode_field(
         &mut self,
@@ -1676,6 +1719,7 @@ impl x::ArrayItem for HostCacheConfigurationInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostCacheConfigurationInfo";
     const ITEM_TAG: &'static str = "HostCacheConfigurationInfo";
 }
+#[cfg(feature = "admin")]
 /// `HostCacheConfigurationSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostCacheConfigurationSpec {
@@ -1684,20 +1728,25 @@ pub struct HostCacheConfigurationSpec {
     /// `swapSize`.
     pub swap_size: i64,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostCacheConfigurationSpec {
     const TYPE_NAME: &'static str = "HostCacheConfigurationSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostCacheConfigurationSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostCacheConfigurationSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostCacheConfigurationSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostCacheConfigurationSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostCacheConfigurationSpec {
     fn decode_field(
         &mut self,

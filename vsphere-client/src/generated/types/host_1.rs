@@ -420,6 +420,7 @@ impl PartialEq for HostCapability {
     }
 }
 impl Clone for HostCapability {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             recursive_resource_pools_supported: self.recursive_resource_pools_supported,
@@ -1467,6 +1468,7 @@ impl x::Fields for HostCapability {
         }
     }
 }
+#[cfg(feature = "admin")]
 /// `HostCertificateManagerCertificateInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostCertificateManagerCertificateInfo {
@@ -1485,20 +1487,25 @@ pub struct HostCertificateManagerCertificateInfo {
     /// `status`.
     pub status: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostCertificateManagerCertificateInfo {
     const TYPE_NAME: &'static str = "HostCertificateManagerCertificateInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostCertificateManagerCertificateInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostCertificateManagerCertificateInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostCertificateManagerCertificateInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostCertificateManagerCertificateInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostCertificateManagerCertificateInfo {
     fn decode_field(
         &mut self,
@@ -1534,10 +1541,12 @@ impl x::Fields for HostCertificateManagerCertificateInfo {
         w.write("status", &self.status);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostCertificateManagerCertificateInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostCertificateManagerCertificateInfo";
     const ITEM_TAG: &'static str = "HostCertificateManagerCertificateInfo";
 }
+#[cfg(feature = "admin")]
 /// `HostCertificateManagerCertificateSpec` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.1.0.
@@ -1556,21 +1565,27 @@ pub struct HostCertificateManagerCertificateSpec {
     /// Since vSphere API 9.1.0.0.
     pub crypto_algorithm: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostCertificateManagerCertificateSpec {
     const TYPE_NAME: &'static str = "HostCertificateManagerCertificateSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostCertificateManagerCertificateSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostCertificateManagerCertificateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostCertificateManagerCertificateSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostCertificateManagerCertificateSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostCertificateManagerCertificateSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             kind: self.kind.clone(),
@@ -1579,6 +1594,7 @@ impl Clone for HostCertificateManagerCertificateSpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostCertificateManagerCertificateSpec {
     fn decode_field(
         &mut self,
@@ -2633,6 +2649,7 @@ impl PartialEq for HostConfigFailed {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for HostConfigFailed {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_config_fault: self.host_config_fault.clone(),

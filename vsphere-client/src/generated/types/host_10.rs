@@ -129,6 +129,7 @@ impl PartialEq for HostVirtualSwitch {
     }
 }
 impl Clone for HostVirtualSwitch {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -198,6 +199,7 @@ impl PartialEq for HostVirtualSwitchAutoBridge {
     }
 }
 impl Clone for HostVirtualSwitchAutoBridge {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             excluded_nic_device: x::clone_vec(&self.excluded_nic_device),
@@ -283,6 +285,7 @@ impl PartialEq for HostVirtualSwitchBondBridge {
     }
 }
 impl Clone for HostVirtualSwitchBondBridge {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             nic_device: x::clone_vec(&self.nic_device),
@@ -503,6 +506,7 @@ impl PartialEq for HostVmciAccessManagerAccessSpec {
     }
 }
 impl Clone for HostVmciAccessManagerAccessSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm: self.vm.clone(),
@@ -699,6 +703,7 @@ impl PartialEq for HostVmfsVolume {
     }
 }
 impl Clone for HostVmfsVolume {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_file_system_volume: self.host_file_system_volume.clone(),
@@ -856,6 +861,7 @@ impl x::Fields for HostVnicConnectedToCustomizedDVPortEvent {
         w.write_opt("prevPortKey", &self.prev_port_key);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostVsanInternalSystemCmmdsQuery` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostVsanInternalSystemCmmdsQuery {
@@ -866,20 +872,25 @@ pub struct HostVsanInternalSystemCmmdsQuery {
     /// `owner`.
     pub owner: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostVsanInternalSystemCmmdsQuery {
     const TYPE_NAME: &'static str = "HostVsanInternalSystemCmmdsQuery";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostVsanInternalSystemCmmdsQuery {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostVsanInternalSystemCmmdsQuery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostVsanInternalSystemCmmdsQuery", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostVsanInternalSystemCmmdsQuery {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostVsanInternalSystemCmmdsQuery {
     fn decode_field(
         &mut self,
@@ -901,10 +912,12 @@ impl x::Fields for HostVsanInternalSystemCmmdsQuery {
         w.write_opt("owner", &self.owner);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostVsanInternalSystemCmmdsQuery {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemCmmdsQuery";
     const ITEM_TAG: &'static str = "HostVsanInternalSystemCmmdsQuery";
 }
+#[cfg(feature = "admin")]
 /// `HostVsanInternalSystemDeleteVsanObjectsResult` (extends `DynamicData`).
 #[derive(Default)]
 pub struct HostVsanInternalSystemDeleteVsanObjectsResult {
@@ -915,10 +928,13 @@ pub struct HostVsanInternalSystemDeleteVsanObjectsResult {
     /// `failureReason`.
     pub failure_reason: Vec<LocalizableMessage>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostVsanInternalSystemDeleteVsanObjectsResult {
     const TYPE_NAME: &'static str = "HostVsanInternalSystemDeleteVsanObjectsResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostVsanInternalSystemDeleteVsanObjectsResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostVsanInternalSystemDeleteVsanObjectsResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -928,12 +944,15 @@ impl std::fmt::Debug for HostVsanInternalSystemDeleteVsanObjectsResult {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostVsanInternalSystemDeleteVsanObjectsResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostVsanInternalSystemDeleteVsanObjectsResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             uuid: self.uuid.clone(),
@@ -942,6 +961,7 @@ impl Clone for HostVsanInternalSystemDeleteVsanObjectsResult {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostVsanInternalSystemDeleteVsanObjectsResult {
     fn decode_field(
         &mut self,
@@ -963,10 +983,12 @@ impl x::Fields for HostVsanInternalSystemDeleteVsanObjectsResult {
         w.write_vec("failureReason", &self.failure_reason);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostVsanInternalSystemDeleteVsanObjectsResult {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult";
     const ITEM_TAG: &'static str = "HostVsanInternalSystemDeleteVsanObjectsResult";
 }
+#[cfg(feature = "admin")]
 /// `HostVsanInternalSystemVsanObjectOperationResult` (extends `DynamicData`).
 #[derive(Default)]
 pub struct HostVsanInternalSystemVsanObjectOperationResult {
@@ -975,10 +997,13 @@ pub struct HostVsanInternalSystemVsanObjectOperationResult {
     /// `failureReason`.
     pub failure_reason: Vec<LocalizableMessage>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostVsanInternalSystemVsanObjectOperationResult {
     const TYPE_NAME: &'static str = "HostVsanInternalSystemVsanObjectOperationResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostVsanInternalSystemVsanObjectOperationResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostVsanInternalSystemVsanObjectOperationResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -988,12 +1013,15 @@ impl std::fmt::Debug for HostVsanInternalSystemVsanObjectOperationResult {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostVsanInternalSystemVsanObjectOperationResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostVsanInternalSystemVsanObjectOperationResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             uuid: self.uuid.clone(),
@@ -1001,6 +1029,7 @@ impl Clone for HostVsanInternalSystemVsanObjectOperationResult {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostVsanInternalSystemVsanObjectOperationResult {
     fn decode_field(
         &mut self,
@@ -1020,10 +1049,12 @@ impl x::Fields for HostVsanInternalSystemVsanObjectOperationResult {
         w.write_vec("failureReason", &self.failure_reason);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostVsanInternalSystemVsanObjectOperationResult {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemVsanObjectOperationResult";
     const ITEM_TAG: &'static str = "HostVsanInternalSystemVsanObjectOperationResult";
 }
+#[cfg(feature = "admin")]
 /// `HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
@@ -1034,10 +1065,13 @@ pub struct HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
     /// `failureReason`.
     pub failure_reason: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
     const TYPE_NAME: &'static str = "HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -1047,11 +1081,13 @@ impl std::fmt::Debug for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
     fn decode_field(
         &mut self,
@@ -1073,6 +1109,7 @@ impl x::Fields for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
         w.write_opt("failureReason", &self.failure_reason);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult";
     const ITEM_TAG: &'static str = "HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult";
@@ -1182,6 +1219,7 @@ impl PartialEq for HostVvolVolume {
     }
 }
 impl Clone for HostVvolVolume {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_file_system_volume: self.host_file_system_volume.clone(),
@@ -1302,6 +1340,7 @@ impl PartialEq for HostVvolVolumeHostVvolNQN {
     }
 }
 impl Clone for HostVvolVolumeHostVvolNQN {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -1366,6 +1405,7 @@ impl PartialEq for HostVvolVolumeSpecification {
     }
 }
 impl Clone for HostVvolVolumeSpecification {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             max_size_in_mb: self.max_size_in_mb,
@@ -1449,6 +1489,7 @@ impl PartialEq for HostWwnChangedEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for HostWwnChangedEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_event: self.host_event.clone(),
@@ -1534,6 +1575,7 @@ impl PartialEq for HostWwnConflictEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for HostWwnConflictEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_event: self.host_event.clone(),

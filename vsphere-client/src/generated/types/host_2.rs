@@ -146,6 +146,7 @@ impl PartialEq for HostConfigInfo {
     }
 }
 impl Clone for HostConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -619,6 +620,7 @@ impl PartialEq for HostConfigSpec {
     }
 }
 impl Clone for HostConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             nas_datastore: x::clone_vec(&self.nas_datastore),
@@ -741,6 +743,7 @@ impl PartialEq for HostConfigSummary {
     }
 }
 impl Clone for HostConfigSummary {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -894,6 +897,7 @@ impl PartialEq for HostConnectInfo {
     }
 }
 impl Clone for HostConnectInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             server_ip: self.server_ip.clone(),
@@ -1349,6 +1353,7 @@ impl PartialEq for HostCpuPackage {
     }
 }
 impl Clone for HostCpuPackage {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             index: self.index,
@@ -1957,6 +1962,7 @@ impl PartialEq for HostDatastoreBrowserSearchResults {
     }
 }
 impl Clone for HostDatastoreBrowserSearchResults {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             datastore: self.datastore.clone(),
@@ -2019,6 +2025,7 @@ impl PartialEq for HostDatastoreBrowserSearchSpec {
     }
 }
 impl Clone for HostDatastoreBrowserSearchSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             query: x::clone_vec(&self.query),
@@ -2513,6 +2520,7 @@ impl x::Fields for HostDateTimeInfo {
         w.write_opt("ptpDuration", &self.ptp_duration);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostDateTimeSystemServiceTestResult` (extends `DynamicData`).
 #[derive(Default)]
 pub struct HostDateTimeSystemServiceTestResult {
@@ -2521,21 +2529,27 @@ pub struct HostDateTimeSystemServiceTestResult {
     /// `report`.
     pub report: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostDateTimeSystemServiceTestResult {
     const TYPE_NAME: &'static str = "HostDateTimeSystemServiceTestResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostDateTimeSystemServiceTestResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostDateTimeSystemServiceTestResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostDateTimeSystemServiceTestResult", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostDateTimeSystemServiceTestResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostDateTimeSystemServiceTestResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             working_normally: self.working_normally,
@@ -2543,6 +2557,7 @@ impl Clone for HostDateTimeSystemServiceTestResult {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostDateTimeSystemServiceTestResult {
     fn decode_field(
         &mut self,
@@ -2907,6 +2922,7 @@ impl x::ArrayItem for HostDiagnosticPartition {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiagnosticPartition";
     const ITEM_TAG: &'static str = "HostDiagnosticPartition";
 }
+#[cfg(feature = "admin")]
 /// `HostDiagnosticPartitionCreateDescription` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostDiagnosticPartitionCreateDescription {
@@ -2917,10 +2933,13 @@ pub struct HostDiagnosticPartitionCreateDescription {
     /// `spec`.
     pub spec: HostDiagnosticPartitionCreateSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostDiagnosticPartitionCreateDescription {
     const TYPE_NAME: &'static str = "HostDiagnosticPartitionCreateDescription";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostDiagnosticPartitionCreateDescription {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostDiagnosticPartitionCreateDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -2930,11 +2949,13 @@ impl std::fmt::Debug for HostDiagnosticPartitionCreateDescription {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostDiagnosticPartitionCreateDescription {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostDiagnosticPartitionCreateDescription {
     fn decode_field(
         &mut self,
@@ -2956,6 +2977,7 @@ impl x::Fields for HostDiagnosticPartitionCreateDescription {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostDiagnosticPartitionCreateOption` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostDiagnosticPartitionCreateOption {
@@ -2966,20 +2988,25 @@ pub struct HostDiagnosticPartitionCreateOption {
     /// `disk`.
     pub disk: HostScsiDisk,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostDiagnosticPartitionCreateOption {
     const TYPE_NAME: &'static str = "HostDiagnosticPartitionCreateOption";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostDiagnosticPartitionCreateOption {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostDiagnosticPartitionCreateOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostDiagnosticPartitionCreateOption", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostDiagnosticPartitionCreateOption {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostDiagnosticPartitionCreateOption {
     fn decode_field(
         &mut self,
@@ -3001,10 +3028,12 @@ impl x::Fields for HostDiagnosticPartitionCreateOption {
         w.write("disk", &self.disk);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostDiagnosticPartitionCreateOption {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiagnosticPartitionCreateOption";
     const ITEM_TAG: &'static str = "HostDiagnosticPartitionCreateOption";
 }
+#[cfg(feature = "admin")]
 /// `HostDiagnosticPartitionCreateSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostDiagnosticPartitionCreateSpec {
@@ -3019,20 +3048,25 @@ pub struct HostDiagnosticPartitionCreateSpec {
     /// `active`.
     pub active: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostDiagnosticPartitionCreateSpec {
     const TYPE_NAME: &'static str = "HostDiagnosticPartitionCreateSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostDiagnosticPartitionCreateSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostDiagnosticPartitionCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostDiagnosticPartitionCreateSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostDiagnosticPartitionCreateSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostDiagnosticPartitionCreateSpec {
     fn decode_field(
         &mut self,

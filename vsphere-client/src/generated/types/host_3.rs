@@ -30,6 +30,7 @@ impl PartialEq for HostDigestInfo {
     }
 }
 impl Clone for HostDigestInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             digest_method: self.digest_method.clone(),
@@ -400,6 +401,7 @@ impl PartialEq for HostDiskMappingOption {
     }
 }
 impl Clone for HostDiskMappingOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             physical_partition: x::clone_vec(&self.physical_partition),
@@ -642,6 +644,7 @@ impl x::ArrayItem for HostDiskPartitionBlockRange {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionBlockRange";
     const ITEM_TAG: &'static str = "HostDiskPartitionBlockRange";
 }
+#[cfg(feature = "admin")]
 /// `HostDiskPartitionInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostDiskPartitionInfo {
@@ -652,20 +655,25 @@ pub struct HostDiskPartitionInfo {
     /// `layout`.
     pub layout: HostDiskPartitionLayout,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostDiskPartitionInfo {
     const TYPE_NAME: &'static str = "HostDiskPartitionInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostDiskPartitionInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostDiskPartitionInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostDiskPartitionInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostDiskPartitionInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostDiskPartitionInfo {
     fn decode_field(
         &mut self,
@@ -687,6 +695,7 @@ impl x::Fields for HostDiskPartitionInfo {
         w.write("layout", &self.layout);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostDiskPartitionInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionInfo";
     const ITEM_TAG: &'static str = "HostDiskPartitionInfo";
@@ -714,6 +723,7 @@ impl PartialEq for HostDiskPartitionLayout {
     }
 }
 impl Clone for HostDiskPartitionLayout {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             total: self.total.clone(),
@@ -771,6 +781,7 @@ impl PartialEq for HostDiskPartitionSpec {
     }
 }
 impl Clone for HostDiskPartitionSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             partition_format: self.partition_format.clone(),
@@ -849,6 +860,7 @@ impl PartialEq for HostDnsConfig {
     }
 }
 impl Clone for HostDnsConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dhcp: self.dhcp,
@@ -1044,6 +1056,7 @@ impl PartialEq for HostEnableAdminFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for HostEnableAdminFailedEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_event: self.host_event.clone(),
@@ -1108,6 +1121,7 @@ impl PartialEq for HostEnterMaintenanceResult {
     }
 }
 impl Clone for HostEnterMaintenanceResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_faults: x::clone_vec(&self.vm_faults),
@@ -1134,6 +1148,7 @@ impl x::Fields for HostEnterMaintenanceResult {
         w.write_vec("hostFaults", &self.host_faults);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostEsxAgentHostManagerConfigInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostEsxAgentHostManagerConfigInfo {
@@ -1142,20 +1157,25 @@ pub struct HostEsxAgentHostManagerConfigInfo {
     /// `agentVmNetwork`.
     pub agent_vm_network: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostEsxAgentHostManagerConfigInfo {
     const TYPE_NAME: &'static str = "HostEsxAgentHostManagerConfigInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostEsxAgentHostManagerConfigInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostEsxAgentHostManagerConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostEsxAgentHostManagerConfigInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostEsxAgentHostManagerConfigInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostEsxAgentHostManagerConfigInfo {
     fn decode_field(
         &mut self,
@@ -2000,6 +2020,7 @@ impl PartialEq for HostFileSystemVolumeInfo {
     }
 }
 impl Clone for HostFileSystemVolumeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             volume_type_list: x::clone_vec(&self.volume_type_list),
@@ -2049,6 +2070,7 @@ impl PartialEq for HostFirewallConfig {
     }
 }
 impl Clone for HostFirewallConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             rule: x::clone_vec(&self.rule),
@@ -2188,6 +2210,7 @@ impl PartialEq for HostFirewallInfo {
     }
 }
 impl Clone for HostFirewallInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             default_policy: self.default_policy.clone(),
@@ -2312,6 +2335,7 @@ impl PartialEq for HostFirewallRuleset {
     }
 }
 impl Clone for HostFirewallRuleset {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -2404,6 +2428,7 @@ impl PartialEq for HostFirewallRulesetIpList {
     }
 }
 impl Clone for HostFirewallRulesetIpList {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ip_address: x::clone_vec(&self.ip_address),
@@ -2478,26 +2503,32 @@ impl x::ArrayItem for HostFirewallRulesetIpNetwork {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRulesetIpNetwork";
     const ITEM_TAG: &'static str = "HostFirewallRulesetIpNetwork";
 }
+#[cfg(feature = "admin")]
 /// `HostFirewallRulesetRulesetSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostFirewallRulesetRulesetSpec {
     /// `allowedHosts`.
     pub allowed_hosts: HostFirewallRulesetIpList,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostFirewallRulesetRulesetSpec {
     const TYPE_NAME: &'static str = "HostFirewallRulesetRulesetSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostFirewallRulesetRulesetSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostFirewallRulesetRulesetSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostFirewallRulesetRulesetSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostFirewallRulesetRulesetSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostFirewallRulesetRulesetSpec {
     fn decode_field(
         &mut self,
@@ -2694,6 +2725,7 @@ impl PartialEq for HostGatewaySpec {
     }
 }
 impl Clone for HostGatewaySpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             gateway_type: self.gateway_type.clone(),
@@ -2807,6 +2839,7 @@ impl PartialEq for HostGraphicsConfig {
     }
 }
 impl Clone for HostGraphicsConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_default_graphics_type: self.host_default_graphics_type.clone(),
@@ -2937,6 +2970,7 @@ impl PartialEq for HostGraphicsInfo {
     }
 }
 impl Clone for HostGraphicsInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             device_name: self.device_name.clone(),
@@ -3086,6 +3120,7 @@ impl PartialEq for HostHardwareInfo {
     }
 }
 impl Clone for HostHardwareInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             system_info: self.system_info.clone(),
@@ -3199,6 +3234,7 @@ impl PartialEq for HostHardwareStatusInfo {
     }
 }
 impl Clone for HostHardwareStatusInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             memory_status_info: x::clone_vec(&self.memory_status_info),
@@ -3286,6 +3322,7 @@ impl PartialEq for HostHardwareSummary {
     }
 }
 impl Clone for HostHardwareSummary {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vendor: self.vendor.clone(),

@@ -76,25 +76,31 @@ impl x::Fields for HostHasComponentFailure {
         w.write("componentName", &self.component_name);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostHbaCreateSpec` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostHbaCreateSpec`], which also carries its subtypes.
 #[derive(Clone, Default)]
 pub struct HostHbaCreateSpec {}
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostHbaCreateSpec {
     const TYPE_NAME: &'static str = "HostHbaCreateSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostHbaCreateSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostHbaCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostHbaCreateSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostHbaCreateSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostHbaCreateSpec {
     fn decode_field(
         &mut self,
@@ -245,6 +251,7 @@ impl x::Fields for HostHyperThreadScheduleInfo {
         w.write("config", &self.config);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostImageProfileSummary` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostImageProfileSummary {
@@ -253,20 +260,25 @@ pub struct HostImageProfileSummary {
     /// `vendor`.
     pub vendor: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostImageProfileSummary {
     const TYPE_NAME: &'static str = "HostImageProfileSummary";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostImageProfileSummary {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostImageProfileSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostImageProfileSummary", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostImageProfileSummary {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostImageProfileSummary {
     fn decode_field(
         &mut self,
@@ -599,6 +611,7 @@ impl PartialEq for HostInternetScsiHba {
     }
 }
 impl Clone for HostInternetScsiHba {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_host_bus_adapter: self.host_host_bus_adapter.clone(),
@@ -1345,6 +1358,7 @@ impl PartialEq for HostInternetScsiHbaIPv6Properties {
     }
 }
 impl Clone for HostInternetScsiHbaIPv6Properties {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             iscsi_ipv6_address: x::clone_vec(&self.iscsi_ipv6_address),
@@ -1542,6 +1556,7 @@ impl PartialEq for HostInternetScsiHbaSendTarget {
     }
 }
 impl Clone for HostInternetScsiHbaSendTarget {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             address: self.address.clone(),
@@ -1626,6 +1641,7 @@ impl PartialEq for HostInternetScsiHbaStaticTarget {
     }
 }
 impl Clone for HostInternetScsiHbaStaticTarget {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             address: self.address.clone(),
@@ -1679,6 +1695,7 @@ impl x::ArrayItem for HostInternetScsiHbaStaticTarget {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaStaticTarget";
     const ITEM_TAG: &'static str = "HostInternetScsiHbaStaticTarget";
 }
+#[cfg(feature = "admin")]
 /// `HostInternetScsiHbaTargetSet` (extends `DynamicData`).
 #[derive(Default)]
 pub struct HostInternetScsiHbaTargetSet {
@@ -1687,21 +1704,27 @@ pub struct HostInternetScsiHbaTargetSet {
     /// `sendTargets`.
     pub send_targets: Vec<HostInternetScsiHbaSendTarget>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostInternetScsiHbaTargetSet {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaTargetSet";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostInternetScsiHbaTargetSet {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostInternetScsiHbaTargetSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostInternetScsiHbaTargetSet", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostInternetScsiHbaTargetSet {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostInternetScsiHbaTargetSet {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             static_targets: x::clone_vec(&self.static_targets),
@@ -1709,6 +1732,7 @@ impl Clone for HostInternetScsiHbaTargetSet {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostInternetScsiHbaTargetSet {
     fn decode_field(
         &mut self,
@@ -1753,6 +1777,7 @@ impl PartialEq for HostInternetScsiTargetTransport {
     }
 }
 impl Clone for HostInternetScsiTargetTransport {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             i_scsi_name: self.i_scsi_name.clone(),
@@ -2225,6 +2250,7 @@ impl PartialEq for HostIpConfigIpV6AddressConfiguration {
     }
 }
 impl Clone for HostIpConfigIpV6AddressConfiguration {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ip_v6_address: x::clone_vec(&self.ip_v6_address),
@@ -2559,6 +2585,7 @@ impl PartialEq for HostIpRouteTableConfig {
     }
 }
 impl Clone for HostIpRouteTableConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ip_route: x::clone_vec(&self.ip_route),
@@ -2608,6 +2635,7 @@ impl PartialEq for HostIpRouteTableInfo {
     }
 }
 impl Clone for HostIpRouteTableInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ip_route: x::clone_vec(&self.ip_route),
@@ -2823,6 +2851,7 @@ impl PartialEq for HostLicensableResourceInfo {
     }
 }
 impl Clone for HostLicensableResourceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             resource: x::clone_vec(&self.resource),
@@ -2974,6 +3003,7 @@ impl PartialEq for HostLicenseSpec {
     }
 }
 impl Clone for HostLicenseSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             source: self.source.clone(),

@@ -62,6 +62,7 @@ impl PartialEq for HostListSummary {
     }
 }
 impl Clone for HostListSummary {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -771,6 +772,7 @@ impl PartialEq for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
     }
 }
 impl Clone for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id,
@@ -1085,6 +1087,7 @@ impl PartialEq for HostMemberRuntimeInfo {
     }
 }
 impl Clone for HostMemberRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -1330,6 +1333,7 @@ impl PartialEq for HostMemoryTierInfo {
     }
 }
 impl Clone for HostMemoryTierInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -1631,6 +1635,7 @@ impl PartialEq for HostMultipathInfo {
     }
 }
 impl Clone for HostMultipathInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             lun: x::clone_vec(&self.lun),
@@ -1829,6 +1834,7 @@ impl PartialEq for HostMultipathInfoLogicalUnit {
     }
 }
 impl Clone for HostMultipathInfoLogicalUnit {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -2041,6 +2047,7 @@ impl PartialEq for HostMultipathStateInfo {
     }
 }
 impl Clone for HostMultipathStateInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             path: x::clone_vec(&self.path),
@@ -2144,6 +2151,7 @@ impl PartialEq for HostNasVolume {
     }
 }
 impl Clone for HostNasVolume {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_file_system_volume: self.host_file_system_volume.clone(),
@@ -2297,6 +2305,7 @@ impl PartialEq for HostNasVolumeSpec {
     }
 }
 impl Clone for HostNasVolumeSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             remote_host: self.remote_host.clone(),
@@ -2377,26 +2386,32 @@ impl x::Fields for HostNasVolumeSpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 /// `HostNasVolumeUserInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostNasVolumeUserInfo {
     /// `user`.
     pub user: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostNasVolumeUserInfo {
     const TYPE_NAME: &'static str = "HostNasVolumeUserInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostNasVolumeUserInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostNasVolumeUserInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostNasVolumeUserInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostNasVolumeUserInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostNasVolumeUserInfo {
     fn decode_field(
         &mut self,
@@ -2543,6 +2558,7 @@ impl PartialEq for HostNatServiceNameServiceSpec {
     }
 }
 impl Clone for HostNatServiceNameServiceSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dns_auto_detect: self.dns_auto_detect,
@@ -2679,6 +2695,7 @@ impl PartialEq for HostNatServiceSpec {
     }
 }
 impl Clone for HostNatServiceSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_switch: self.virtual_switch.clone(),
@@ -2770,6 +2787,7 @@ impl PartialEq for HostNetCapabilities {
     }
 }
 impl Clone for HostNetCapabilities {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             can_set_physical_nic_link_speed: self.can_set_physical_nic_link_speed,
@@ -3014,6 +3032,7 @@ impl PartialEq for HostNetworkConfig {
     }
 }
 impl Clone for HostNetworkConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vswitch: x::clone_vec(&self.vswitch),
@@ -3124,6 +3143,7 @@ impl x::ArrayItem for HostNetworkConfigNetStackSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNetworkConfigNetStackSpec";
     const ITEM_TAG: &'static str = "HostNetworkConfigNetStackSpec";
 }
+#[cfg(feature = "admin")]
 /// `HostNetworkConfigResult` (extends `DynamicData`).
 #[derive(Default)]
 pub struct HostNetworkConfigResult {
@@ -3132,21 +3152,27 @@ pub struct HostNetworkConfigResult {
     /// `consoleVnicDevice`.
     pub console_vnic_device: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostNetworkConfigResult {
     const TYPE_NAME: &'static str = "HostNetworkConfigResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostNetworkConfigResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostNetworkConfigResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostNetworkConfigResult", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostNetworkConfigResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostNetworkConfigResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vnic_device: x::clone_vec(&self.vnic_device),
@@ -3154,6 +3180,7 @@ impl Clone for HostNetworkConfigResult {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostNetworkConfigResult {
     fn decode_field(
         &mut self,

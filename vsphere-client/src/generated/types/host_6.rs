@@ -66,6 +66,7 @@ impl PartialEq for HostNetworkInfo {
     }
 }
 impl Clone for HostNetworkInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vswitch: x::clone_vec(&self.vswitch),
@@ -221,6 +222,7 @@ impl PartialEq for HostNetworkResourceRuntime {
     }
 }
 impl Clone for HostNetworkResourceRuntime {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             pnic_resource_info: x::clone_vec(&self.pnic_resource_info),
@@ -531,6 +533,7 @@ impl PartialEq for HostNicOrderPolicy {
     }
 }
 impl Clone for HostNicOrderPolicy {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             active_nic: x::clone_vec(&self.active_nic),
@@ -1028,6 +1031,7 @@ impl PartialEq for HostNtpConfig {
     }
 }
 impl Clone for HostNtpConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             server: x::clone_vec(&self.server),
@@ -1079,6 +1083,7 @@ impl PartialEq for HostNumaInfo {
     }
 }
 impl Clone for HostNumaInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             type_: self.type_.clone(),
@@ -1141,6 +1146,7 @@ impl PartialEq for HostNumaNode {
     }
 }
 impl Clone for HostNumaNode {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             type_id: self.type_id,
@@ -1280,6 +1286,7 @@ impl x::ArrayItem for HostNumericSensorInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNumericSensorInfo";
     const ITEM_TAG: &'static str = "HostNumericSensorInfo";
 }
+#[cfg(feature = "admin")]
 /// `HostNvmeConnectSpec` (extends `HostNvmeSpec`).
 ///
 /// The fields of `HostNvmeSpec` are in `host_nvme_spec`, also reachable through `Deref`.
@@ -1296,20 +1303,25 @@ pub struct HostNvmeConnectSpec {
     /// `keepAliveTimeout`.
     pub keep_alive_timeout: Option<i32>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostNvmeConnectSpec {
     const TYPE_NAME: &'static str = "HostNvmeConnectSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostNvmeConnectSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostNvmeConnectSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostNvmeConnectSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostNvmeConnectSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for HostNvmeConnectSpec {
     type Target = HostNvmeSpec;
     #[inline]
@@ -1317,12 +1329,14 @@ impl std::ops::Deref for HostNvmeConnectSpec {
         &self.host_nvme_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for HostNvmeConnectSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostNvmeSpec {
         &mut self.host_nvme_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostNvmeConnectSpec {
     fn decode_field(
         &mut self,
@@ -1347,6 +1361,7 @@ impl x::Fields for HostNvmeConnectSpec {
         w.write_opt("keepAliveTimeout", &self.keep_alive_timeout);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostNvmeConnectSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeConnectSpec";
     const ITEM_TAG: &'static str = "HostNvmeConnectSpec";
@@ -1398,6 +1413,7 @@ impl PartialEq for HostNvmeController {
     }
 }
 impl Clone for HostNvmeController {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -1464,6 +1480,7 @@ impl x::ArrayItem for HostNvmeController {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeController";
     const ITEM_TAG: &'static str = "HostNvmeController";
 }
+#[cfg(feature = "admin")]
 /// `HostNvmeDisconnectSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostNvmeDisconnectSpec {
@@ -1474,20 +1491,25 @@ pub struct HostNvmeDisconnectSpec {
     /// `controllerNumber`.
     pub controller_number: Option<i32>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostNvmeDisconnectSpec {
     const TYPE_NAME: &'static str = "HostNvmeDisconnectSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostNvmeDisconnectSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostNvmeDisconnectSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostNvmeDisconnectSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostNvmeDisconnectSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostNvmeDisconnectSpec {
     fn decode_field(
         &mut self,
@@ -1509,10 +1531,12 @@ impl x::Fields for HostNvmeDisconnectSpec {
         w.write_opt("controllerNumber", &self.controller_number);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostNvmeDisconnectSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeDisconnectSpec";
     const ITEM_TAG: &'static str = "HostNvmeDisconnectSpec";
 }
+#[cfg(feature = "admin")]
 /// `HostNvmeDiscoverSpec` (extends `HostNvmeSpec`).
 ///
 /// The fields of `HostNvmeSpec` are in `host_nvme_spec`, also reachable through `Deref`.
@@ -1525,20 +1549,25 @@ pub struct HostNvmeDiscoverSpec {
     /// `rootDiscoveryController`.
     pub root_discovery_controller: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostNvmeDiscoverSpec {
     const TYPE_NAME: &'static str = "HostNvmeDiscoverSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostNvmeDiscoverSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostNvmeDiscoverSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostNvmeDiscoverSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostNvmeDiscoverSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for HostNvmeDiscoverSpec {
     type Target = HostNvmeSpec;
     #[inline]
@@ -1546,12 +1575,14 @@ impl std::ops::Deref for HostNvmeDiscoverSpec {
         &self.host_nvme_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for HostNvmeDiscoverSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostNvmeSpec {
         &mut self.host_nvme_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostNvmeDiscoverSpec {
     fn decode_field(
         &mut self,
@@ -1572,6 +1603,7 @@ impl x::Fields for HostNvmeDiscoverSpec {
         w.write_opt("rootDiscoveryController", &self.root_discovery_controller);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostNvmeDiscoveryLog` (extends `DynamicData`).
 #[derive(Default)]
 pub struct HostNvmeDiscoveryLog {
@@ -1580,21 +1612,27 @@ pub struct HostNvmeDiscoveryLog {
     /// `complete`.
     pub complete: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostNvmeDiscoveryLog {
     const TYPE_NAME: &'static str = "HostNvmeDiscoveryLog";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostNvmeDiscoveryLog {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostNvmeDiscoveryLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostNvmeDiscoveryLog", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostNvmeDiscoveryLog {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostNvmeDiscoveryLog {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             entry: x::clone_vec(&self.entry),
@@ -1602,6 +1640,7 @@ impl Clone for HostNvmeDiscoveryLog {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostNvmeDiscoveryLog {
     fn decode_field(
         &mut self,
@@ -1621,6 +1660,7 @@ impl x::Fields for HostNvmeDiscoveryLog {
         w.write("complete", &self.complete);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostNvmeDiscoveryLogEntry` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostNvmeDiscoveryLogEntry {
@@ -1641,20 +1681,25 @@ pub struct HostNvmeDiscoveryLogEntry {
     /// `connected`.
     pub connected: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostNvmeDiscoveryLogEntry {
     const TYPE_NAME: &'static str = "HostNvmeDiscoveryLogEntry";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostNvmeDiscoveryLogEntry {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostNvmeDiscoveryLogEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostNvmeDiscoveryLogEntry", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostNvmeDiscoveryLogEntry {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostNvmeDiscoveryLogEntry {
     fn decode_field(
         &mut self,
@@ -1686,6 +1731,7 @@ impl x::Fields for HostNvmeDiscoveryLogEntry {
         w.write("connected", &self.connected);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostNvmeDiscoveryLogEntry {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeDiscoveryLogEntry";
     const ITEM_TAG: &'static str = "HostNvmeDiscoveryLogEntry";
@@ -1993,6 +2039,7 @@ impl PartialEq for HostNvmeTopology {
     }
 }
 impl Clone for HostNvmeTopology {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             adapter: x::clone_vec(&self.adapter),
@@ -2041,6 +2088,7 @@ impl PartialEq for HostNvmeTopologyInterface {
     }
 }
 impl Clone for HostNvmeTopologyInterface {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -2134,6 +2182,7 @@ impl PartialEq for HostOpaqueNetworkInfo {
     }
 }
 impl Clone for HostOpaqueNetworkInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             opaque_network_id: self.opaque_network_id.clone(),
@@ -2211,6 +2260,7 @@ impl PartialEq for HostOpaqueSwitch {
     }
 }
 impl Clone for HostOpaqueSwitch {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -2282,6 +2332,7 @@ impl PartialEq for HostOpaqueSwitchPhysicalNicZone {
     }
 }
 impl Clone for HostOpaqueSwitchPhysicalNicZone {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -2560,6 +2611,7 @@ impl x::ArrayItem for HostPartialMaintenanceModeRuntimeInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPartialMaintenanceModeRuntimeInfo";
     const ITEM_TAG: &'static str = "HostPartialMaintenanceModeRuntimeInfo";
 }
+#[cfg(feature = "admin")]
 /// `HostPatchManagerLocator` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostPatchManagerLocator {
@@ -2568,20 +2620,25 @@ pub struct HostPatchManagerLocator {
     /// `proxy`.
     pub proxy: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostPatchManagerLocator {
     const TYPE_NAME: &'static str = "HostPatchManagerLocator";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostPatchManagerLocator {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostPatchManagerLocator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostPatchManagerLocator", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostPatchManagerLocator {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostPatchManagerLocator {
     fn decode_field(
         &mut self,
@@ -2601,6 +2658,7 @@ impl x::Fields for HostPatchManagerLocator {
         w.write_opt("proxy", &self.proxy);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostPatchManagerPatchManagerOperationSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostPatchManagerPatchManagerOperationSpec {
@@ -2615,10 +2673,13 @@ pub struct HostPatchManagerPatchManagerOperationSpec {
     /// `cmdOption`.
     pub cmd_option: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostPatchManagerPatchManagerOperationSpec {
     const TYPE_NAME: &'static str = "HostPatchManagerPatchManagerOperationSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostPatchManagerPatchManagerOperationSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostPatchManagerPatchManagerOperationSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -2628,11 +2689,13 @@ impl std::fmt::Debug for HostPatchManagerPatchManagerOperationSpec {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostPatchManagerPatchManagerOperationSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostPatchManagerPatchManagerOperationSpec {
     fn decode_field(
         &mut self,
@@ -2683,6 +2746,7 @@ impl PartialEq for HostPatchManagerResult {
     }
 }
 impl Clone for HostPatchManagerResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             version: self.version.clone(),
@@ -2753,6 +2817,7 @@ impl PartialEq for HostPatchManagerStatus {
     }
 }
 impl Clone for HostPatchManagerStatus {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -2837,6 +2902,7 @@ impl PartialEq for HostPatchManagerStatusPrerequisitePatch {
     }
 }
 impl Clone for HostPatchManagerStatusPrerequisitePatch {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -2867,26 +2933,32 @@ impl x::ArrayItem for HostPatchManagerStatusPrerequisitePatch {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPatchManagerStatusPrerequisitePatch";
     const ITEM_TAG: &'static str = "HostPatchManagerStatusPrerequisitePatch";
 }
+#[cfg(feature = "admin")]
 /// `HostPathSelectionPolicyOption` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostPathSelectionPolicyOption {
     /// `policy`.
     pub policy: AnyElementDescription,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostPathSelectionPolicyOption {
     const TYPE_NAME: &'static str = "HostPathSelectionPolicyOption";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostPathSelectionPolicyOption {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostPathSelectionPolicyOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostPathSelectionPolicyOption", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostPathSelectionPolicyOption {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostPathSelectionPolicyOption {
     fn decode_field(
         &mut self,
@@ -2904,6 +2976,7 @@ impl x::Fields for HostPathSelectionPolicyOption {
         w.write("policy", &self.policy);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostPathSelectionPolicyOption {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPathSelectionPolicyOption";
     const ITEM_TAG: &'static str = "HostPathSelectionPolicyOption";
@@ -3109,6 +3182,7 @@ impl x::Fields for HostPciDeviceDirectPathInfo {
         w.write_opt("availableMemory", &self.available_memory);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostPciPassthruConfig` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostPciPassthruConfig`], which also carries its subtypes.
@@ -3123,20 +3197,25 @@ pub struct HostPciPassthruConfig {
     /// `hardwareLabel`.
     pub hardware_label: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostPciPassthruConfig {
     const TYPE_NAME: &'static str = "HostPciPassthruConfig";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostPciPassthruConfig {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostPciPassthruConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostPciPassthruConfig", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostPciPassthruConfig {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostPciPassthruConfig {
     fn decode_field(
         &mut self,
@@ -3231,68 +3310,5 @@ impl x::Fields for HostPciPassthruInfo {
         {
             w.write_opt("directPathState", &self.direct_path_state);
         }
-    }
-}
-/// `HostPciPassthruInfoDirectPathState` (extends `DynamicData`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Default)]
-pub struct HostPciPassthruInfoDirectPathState {
-    /// `mode`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub mode: String,
-    /// `configurableModes`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub configurable_modes: Vec<String>,
-    /// `usedMemory`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub used_memory: Option<i32>,
-}
-impl x::SchemaType for HostPciPassthruInfoDirectPathState {
-    const TYPE_NAME: &'static str = "HostPciPassthruInfoDirectPathState";
-}
-impl x::Structure for HostPciPassthruInfoDirectPathState {}
-impl std::fmt::Debug for HostPciPassthruInfoDirectPathState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "HostPciPassthruInfoDirectPathState", x::fields_ref(self))
-    }
-}
-impl PartialEq for HostPciPassthruInfoDirectPathState {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for HostPciPassthruInfoDirectPathState {
-    fn clone(&self) -> Self {
-        Self {
-            mode: self.mode.clone(),
-            configurable_modes: x::clone_vec(&self.configurable_modes),
-            used_memory: self.used_memory,
-        }
-    }
-}
-impl x::Fields for HostPciPassthruInfoDirectPathState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "mode" => r.read(&mut self.mode),
-            "configurableModes" => r.read_push(&mut self.configurable_modes),
-            "usedMemory" => r.read_opt(&mut self.used_memory),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type HostPciPassthruInfoDirectPathState", true);
-        w.write("mode", &self.mode);
-        w.write_vec("configurableModes", &self.configurable_modes);
-        w.write_opt("usedMemory", &self.used_memory);
     }
 }

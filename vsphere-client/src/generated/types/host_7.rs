@@ -5,6 +5,70 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostPciPassthruInfoDirectPathState` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Default)]
+pub struct HostPciPassthruInfoDirectPathState {
+    /// `mode`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub mode: String,
+    /// `configurableModes`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub configurable_modes: Vec<String>,
+    /// `usedMemory`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub used_memory: Option<i32>,
+}
+impl x::SchemaType for HostPciPassthruInfoDirectPathState {
+    const TYPE_NAME: &'static str = "HostPciPassthruInfoDirectPathState";
+}
+impl x::Structure for HostPciPassthruInfoDirectPathState {}
+impl std::fmt::Debug for HostPciPassthruInfoDirectPathState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPciPassthruInfoDirectPathState", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPciPassthruInfoDirectPathState {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostPciPassthruInfoDirectPathState {
+    #[inline]
+    fn clone(&self) -> Self {
+        Self {
+            mode: self.mode.clone(),
+            configurable_modes: x::clone_vec(&self.configurable_modes),
+            used_memory: self.used_memory,
+        }
+    }
+}
+impl x::Fields for HostPciPassthruInfoDirectPathState {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "mode" => r.read(&mut self.mode),
+            "configurableModes" => r.read_push(&mut self.configurable_modes),
+            "usedMemory" => r.read_opt(&mut self.used_memory),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type HostPciPassthruInfoDirectPathState", true);
+        w.write("mode", &self.mode);
+        w.write_vec("configurableModes", &self.configurable_modes);
+        w.write_opt("usedMemory", &self.used_memory);
+    }
+}
 /// `HostPcieHba` (extends `HostHostBusAdapter`).
 ///
 /// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
@@ -199,6 +263,7 @@ impl PartialEq for HostPlugStoreTopology {
     }
 }
 impl Clone for HostPlugStoreTopology {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             adapter: x::clone_vec(&self.adapter),
@@ -259,6 +324,7 @@ impl PartialEq for HostPlugStoreTopologyAdapter {
     }
 }
 impl Clone for HostPlugStoreTopologyAdapter {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -317,6 +383,7 @@ impl PartialEq for HostPlugStoreTopologyDevice {
     }
 }
 impl Clone for HostPlugStoreTopologyDevice {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -446,6 +513,7 @@ impl PartialEq for HostPlugStoreTopologyPlugin {
     }
 }
 impl Clone for HostPlugStoreTopologyPlugin {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -554,6 +622,7 @@ impl PartialEq for HostPnicNetworkResourceInfo {
     }
 }
 impl Clone for HostPnicNetworkResourceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             pnic_device: self.pnic_device.clone(),
@@ -629,6 +698,7 @@ impl PartialEq for HostPortGroup {
     }
 }
 impl Clone for HostPortGroup {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -738,6 +808,7 @@ impl PartialEq for HostPortGroupPort {
     }
 }
 impl Clone for HostPortGroupPort {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -1173,6 +1244,7 @@ impl x::Fields for HostProfileAppliedEvent {
         w.write("profile", &self.profile);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostProfileCompleteConfigSpec` (extends `HostProfileConfigSpec`).
 ///
 /// The fields of `HostProfileConfigSpec` are in `host_profile_config_spec`, also reachable through `Deref`.
@@ -1195,21 +1267,27 @@ pub struct HostProfileCompleteConfigSpec {
     /// `hostConfig`.
     pub host_config: Option<HostProfileConfigInfo>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostProfileCompleteConfigSpec {
     const TYPE_NAME: &'static str = "HostProfileCompleteConfigSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostProfileCompleteConfigSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostProfileCompleteConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostProfileCompleteConfigSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostProfileCompleteConfigSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostProfileCompleteConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_profile_config_spec: self.host_profile_config_spec.clone(),
@@ -1223,6 +1301,7 @@ impl Clone for HostProfileCompleteConfigSpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for HostProfileCompleteConfigSpec {
     type Target = HostProfileConfigSpec;
     #[inline]
@@ -1230,12 +1309,14 @@ impl std::ops::Deref for HostProfileCompleteConfigSpec {
         &self.host_profile_config_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for HostProfileCompleteConfigSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostProfileConfigSpec {
         &mut self.host_profile_config_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostProfileCompleteConfigSpec {
     fn decode_field(
         &mut self,
@@ -1274,6 +1355,7 @@ impl x::Fields for HostProfileCompleteConfigSpec {
         w.write_opt("hostConfig", &self.host_config);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostProfileConfigInfo` (extends `ProfileConfigInfo`).
 ///
 /// The fields of `ProfileConfigInfo` are in `profile_config_info`, also reachable through `Deref`.
@@ -1294,21 +1376,27 @@ pub struct HostProfileConfigInfo {
     /// `description`.
     pub description: Option<ProfileDescription>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostProfileConfigInfo {
     const TYPE_NAME: &'static str = "HostProfileConfigInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostProfileConfigInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostProfileConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostProfileConfigInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostProfileConfigInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostProfileConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             profile_config_info: self.profile_config_info.clone(),
@@ -1321,6 +1409,7 @@ impl Clone for HostProfileConfigInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for HostProfileConfigInfo {
     type Target = ProfileConfigInfo;
     #[inline]
@@ -1328,12 +1417,14 @@ impl std::ops::Deref for HostProfileConfigInfo {
         &self.profile_config_info
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for HostProfileConfigInfo {
     #[inline]
     fn deref_mut(&mut self) -> &mut ProfileConfigInfo {
         &mut self.profile_config_info
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostProfileConfigInfo {
     fn decode_field(
         &mut self,
@@ -1362,6 +1453,7 @@ impl x::Fields for HostProfileConfigInfo {
         w.write_opt("description", &self.description);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostProfileConfigSpec` (extends `ProfileCreateSpec`).
 ///
 /// Fields of this type hold [`AnyHostProfileConfigSpec`], which also carries its subtypes.
@@ -1372,20 +1464,25 @@ pub struct HostProfileConfigSpec {
     /// The fields `HostProfileConfigSpec` inherits from `ProfileCreateSpec`.
     pub profile_create_spec: ProfileCreateSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostProfileConfigSpec {
     const TYPE_NAME: &'static str = "HostProfileConfigSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostProfileConfigSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostProfileConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostProfileConfigSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostProfileConfigSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for HostProfileConfigSpec {
     type Target = ProfileCreateSpec;
     #[inline]
@@ -1393,12 +1490,14 @@ impl std::ops::Deref for HostProfileConfigSpec {
         &self.profile_create_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for HostProfileConfigSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut ProfileCreateSpec {
         &mut self.profile_create_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostProfileConfigSpec {
     fn decode_field(
         &mut self,
@@ -1412,6 +1511,7 @@ impl x::Fields for HostProfileConfigSpec {
         x::Fields::encode_fields(&self.profile_create_spec, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostProfileHostBasedConfigSpec` (extends `HostProfileConfigSpec`).
 ///
 /// The fields of `HostProfileConfigSpec` are in `host_profile_config_spec`, also reachable through `Deref`.
@@ -1424,20 +1524,25 @@ pub struct HostProfileHostBasedConfigSpec {
     /// `useHostProfileEngine`.
     pub use_host_profile_engine: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostProfileHostBasedConfigSpec {
     const TYPE_NAME: &'static str = "HostProfileHostBasedConfigSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostProfileHostBasedConfigSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostProfileHostBasedConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostProfileHostBasedConfigSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostProfileHostBasedConfigSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for HostProfileHostBasedConfigSpec {
     type Target = HostProfileConfigSpec;
     #[inline]
@@ -1445,12 +1550,14 @@ impl std::ops::Deref for HostProfileHostBasedConfigSpec {
         &self.host_profile_config_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for HostProfileHostBasedConfigSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostProfileConfigSpec {
         &mut self.host_profile_config_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostProfileHostBasedConfigSpec {
     fn decode_field(
         &mut self,
@@ -1500,6 +1607,7 @@ impl PartialEq for HostProfileManagerCompositionResult {
     }
 }
 impl Clone for HostProfileManagerCompositionResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             errors: x::clone_vec(&self.errors),
@@ -1555,6 +1663,7 @@ impl PartialEq for HostProfileManagerCompositionResultResultElement {
     }
 }
 impl Clone for HostProfileManagerCompositionResultResultElement {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             target: self.target.clone(),
@@ -1615,6 +1724,7 @@ impl PartialEq for HostProfileManagerCompositionValidationResult {
     }
 }
 impl Clone for HostProfileManagerCompositionValidationResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             results: x::clone_vec(&self.results),
@@ -1684,6 +1794,7 @@ impl PartialEq for HostProfileManagerCompositionValidationResultResultElement {
     }
 }
 impl Clone for HostProfileManagerCompositionValidationResultResultElement {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             target: self.target.clone(),
@@ -1742,6 +1853,7 @@ impl x::ArrayItem for HostProfileManagerCompositionValidationResultResultElement
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProfileManagerCompositionValidationResultResultElement";
     const ITEM_TAG: &'static str = "HostProfileManagerCompositionValidationResultResultElement";
 }
+#[cfg(feature = "admin")]
 /// `HostProfileManagerConfigTaskList` (extends `DynamicData`).
 #[derive(Default)]
 pub struct HostProfileManagerConfigTaskList {
@@ -1752,21 +1864,27 @@ pub struct HostProfileManagerConfigTaskList {
     /// `taskListRequirement`.
     pub task_list_requirement: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostProfileManagerConfigTaskList {
     const TYPE_NAME: &'static str = "HostProfileManagerConfigTaskList";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostProfileManagerConfigTaskList {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostProfileManagerConfigTaskList {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostProfileManagerConfigTaskList", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostProfileManagerConfigTaskList {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostProfileManagerConfigTaskList {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             config_spec: self.config_spec.clone(),
@@ -1775,6 +1893,7 @@ impl Clone for HostProfileManagerConfigTaskList {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostProfileManagerConfigTaskList {
     fn decode_field(
         &mut self,
@@ -1837,6 +1956,7 @@ impl x::Fields for HostProfileManagerHostToConfigSpecMap {
         w.write("configSpec", &self.config_spec);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostProfileSerializedHostProfileSpec` (extends `ProfileSerializedCreateSpec`).
 ///
 /// The fields of `ProfileSerializedCreateSpec` are in `profile_serialized_create_spec`, also reachable through `Deref`.
@@ -1849,20 +1969,25 @@ pub struct HostProfileSerializedHostProfileSpec {
     /// `validating`.
     pub validating: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostProfileSerializedHostProfileSpec {
     const TYPE_NAME: &'static str = "HostProfileSerializedHostProfileSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostProfileSerializedHostProfileSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostProfileSerializedHostProfileSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostProfileSerializedHostProfileSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostProfileSerializedHostProfileSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for HostProfileSerializedHostProfileSpec {
     type Target = ProfileSerializedCreateSpec;
     #[inline]
@@ -1870,12 +1995,14 @@ impl std::ops::Deref for HostProfileSerializedHostProfileSpec {
         &self.profile_serialized_create_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for HostProfileSerializedHostProfileSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut ProfileSerializedCreateSpec {
         &mut self.profile_serialized_create_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostProfileSerializedHostProfileSpec {
     fn decode_field(
         &mut self,
@@ -1902,6 +2029,7 @@ impl x::Fields for HostProfileSerializedHostProfileSpec {
         w.write_opt("validating", &self.validating);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostProfileValidationFailureInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct HostProfileValidationFailureInfo {
@@ -1920,21 +2048,27 @@ pub struct HostProfileValidationFailureInfo {
     /// `faults`.
     pub faults: Vec<LocalizedMethodFault>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostProfileValidationFailureInfo {
     const TYPE_NAME: &'static str = "HostProfileValidationFailureInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostProfileValidationFailureInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostProfileValidationFailureInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostProfileValidationFailureInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostProfileValidationFailureInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostProfileValidationFailureInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -1947,6 +2081,7 @@ impl Clone for HostProfileValidationFailureInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostProfileValidationFailureInfo {
     fn decode_field(
         &mut self,
@@ -2052,6 +2187,7 @@ impl PartialEq for HostProtocolEndpoint {
     }
 }
 impl Clone for HostProtocolEndpoint {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             pe_type: self.pe_type.clone(),
@@ -2208,6 +2344,7 @@ impl PartialEq for HostProxySwitch {
     }
 }
 impl Clone for HostProxySwitch {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_uuid: self.dvs_uuid.clone(),
@@ -2495,6 +2632,7 @@ impl PartialEq for HostProxySwitchHostLagConfig {
     }
 }
 impl Clone for HostProxySwitchHostLagConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             lag_key: self.lag_key.clone(),
@@ -2588,6 +2726,7 @@ impl PartialEq for HostPtpConfig {
     }
 }
 impl Clone for HostPtpConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             domain: self.domain,
@@ -3187,6 +3326,7 @@ impl PartialEq for HostResignatureRescanResult {
     }
 }
 impl Clone for HostResignatureRescanResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             rescan: x::clone_vec(&self.rescan),

@@ -66,6 +66,7 @@ impl PartialEq for HostRuntimeInfo {
     }
 }
 impl Clone for HostRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             connection_state: self.connection_state.clone(),
@@ -193,6 +194,7 @@ impl PartialEq for HostRuntimeInfoNetStackInstanceRuntimeInfo {
     }
 }
 impl Clone for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             net_stack_instance_key: self.net_stack_instance_key.clone(),
@@ -255,6 +257,7 @@ impl PartialEq for HostRuntimeInfoNetworkRuntimeInfo {
     }
 }
 impl Clone for HostRuntimeInfoNetworkRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             net_stack_instance_runtime_info: x::clone_vec(
@@ -378,6 +381,7 @@ impl PartialEq for HostScsiDisk {
     }
 }
 impl Clone for HostScsiDisk {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             scsi_lun: self.scsi_lun.clone(),
@@ -518,6 +522,7 @@ impl PartialEq for HostScsiTopology {
     }
 }
 impl Clone for HostScsiTopology {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             adapter: x::clone_vec(&self.adapter),
@@ -566,6 +571,7 @@ impl PartialEq for HostScsiTopologyInterface {
     }
 }
 impl Clone for HostScsiTopologyInterface {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -675,6 +681,7 @@ impl PartialEq for HostScsiTopologyTarget {
     }
 }
 impl Clone for HostScsiTopologyTarget {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -736,6 +743,7 @@ impl PartialEq for HostSecuritySpec {
     }
 }
 impl Clone for HostSecuritySpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             admin_password: self.admin_password.clone(),
@@ -882,6 +890,7 @@ impl PartialEq for HostService {
     }
 }
 impl Clone for HostService {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -996,6 +1005,7 @@ impl PartialEq for HostServiceInfo {
     }
 }
 impl Clone for HostServiceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             service: x::clone_vec(&self.service),
@@ -1574,6 +1584,7 @@ impl x::Fields for HostShutdownEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostSnmpConfigSpec` (extends `DynamicData`).
 #[derive(Default)]
 pub struct HostSnmpConfigSpec {
@@ -1588,21 +1599,27 @@ pub struct HostSnmpConfigSpec {
     /// `option`.
     pub option: Vec<KeyValue>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostSnmpConfigSpec {
     const TYPE_NAME: &'static str = "HostSnmpConfigSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostSnmpConfigSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostSnmpConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostSnmpConfigSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostSnmpConfigSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostSnmpConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             enabled: self.enabled,
@@ -1613,6 +1630,7 @@ impl Clone for HostSnmpConfigSpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostSnmpConfigSpec {
     fn decode_field(
         &mut self,
@@ -1638,6 +1656,7 @@ impl x::Fields for HostSnmpConfigSpec {
         w.write_vec("option", &self.option);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostSnmpDestination` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostSnmpDestination {
@@ -1648,20 +1667,25 @@ pub struct HostSnmpDestination {
     /// `community`.
     pub community: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostSnmpDestination {
     const TYPE_NAME: &'static str = "HostSnmpDestination";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostSnmpDestination {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostSnmpDestination {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostSnmpDestination", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostSnmpDestination {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostSnmpDestination {
     fn decode_field(
         &mut self,
@@ -1683,10 +1707,12 @@ impl x::Fields for HostSnmpDestination {
         w.write("community", &self.community);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostSnmpDestination {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSnmpDestination";
     const ITEM_TAG: &'static str = "HostSnmpDestination";
 }
+#[cfg(feature = "admin")]
 /// `HostSnmpSystemAgentLimits` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostSnmpSystemAgentLimits {
@@ -1701,20 +1727,25 @@ pub struct HostSnmpSystemAgentLimits {
     /// `capability`.
     pub capability: Option<HostSnmpAgentCapability>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostSnmpSystemAgentLimits {
     const TYPE_NAME: &'static str = "HostSnmpSystemAgentLimits";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostSnmpSystemAgentLimits {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostSnmpSystemAgentLimits {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostSnmpSystemAgentLimits", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostSnmpSystemAgentLimits {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostSnmpSystemAgentLimits {
     fn decode_field(
         &mut self,
@@ -1769,6 +1800,7 @@ impl PartialEq for HostSpecification {
     }
 }
 impl Clone for HostSpecification {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             created_time: self.created_time.clone(),
@@ -2042,6 +2074,7 @@ impl x::Fields for HostSpecificationUpdateEvent {
         w.write("hostSpec", &self.host_spec);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostSriovConfig` (extends `HostPciPassthruConfig`).
 ///
 /// The fields of `HostPciPassthruConfig` are in `host_pci_passthru_config`, also reachable through `Deref`.
@@ -2054,20 +2087,25 @@ pub struct HostSriovConfig {
     /// `numVirtualFunction`.
     pub num_virtual_function: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostSriovConfig {
     const TYPE_NAME: &'static str = "HostSriovConfig";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostSriovConfig {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostSriovConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostSriovConfig", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostSriovConfig {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for HostSriovConfig {
     type Target = HostPciPassthruConfig;
     #[inline]
@@ -2075,12 +2113,14 @@ impl std::ops::Deref for HostSriovConfig {
         &self.host_pci_passthru_config
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for HostSriovConfig {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostPciPassthruConfig {
         &mut self.host_pci_passthru_config
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostSriovConfig {
     fn decode_field(
         &mut self,
@@ -2256,6 +2296,7 @@ impl PartialEq for HostSriovNetworkDevicePoolInfo {
     }
 }
 impl Clone for HostSriovNetworkDevicePoolInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_sriov_device_pool_info: self.host_sriov_device_pool_info.clone(),
@@ -2331,6 +2372,7 @@ impl PartialEq for HostSslThumbprintInfo {
     }
 }
 impl Clone for HostSslThumbprintInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             principal: self.principal.clone(),
@@ -2420,26 +2462,32 @@ impl x::Fields for HostStatusChangedEvent {
         x::Fields::encode_fields(&self.cluster_status_changed_event, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostStorageArrayTypePolicyOption` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostStorageArrayTypePolicyOption {
     /// `policy`.
     pub policy: AnyElementDescription,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostStorageArrayTypePolicyOption {
     const TYPE_NAME: &'static str = "HostStorageArrayTypePolicyOption";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostStorageArrayTypePolicyOption {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostStorageArrayTypePolicyOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostStorageArrayTypePolicyOption", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostStorageArrayTypePolicyOption {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostStorageArrayTypePolicyOption {
     fn decode_field(
         &mut self,
@@ -2457,6 +2505,7 @@ impl x::Fields for HostStorageArrayTypePolicyOption {
         w.write("policy", &self.policy);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostStorageArrayTypePolicyOption {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageArrayTypePolicyOption";
     const ITEM_TAG: &'static str = "HostStorageArrayTypePolicyOption";
@@ -2494,6 +2543,7 @@ impl PartialEq for HostStorageDeviceInfo {
     }
 }
 impl Clone for HostStorageDeviceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_bus_adapter: x::clone_vec(&self.host_bus_adapter),
@@ -2562,6 +2612,7 @@ impl PartialEq for HostStorageElementInfo {
     }
 }
 impl Clone for HostStorageElementInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_hardware_element_info: self.host_hardware_element_info.clone(),
@@ -2817,6 +2868,7 @@ impl PartialEq for HostSubSpecification {
     }
 }
 impl Clone for HostSubSpecification {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -3104,6 +3156,7 @@ impl PartialEq for HostSystemHealthInfo {
     }
 }
 impl Clone for HostSystemHealthInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             numeric_sensor_info: x::clone_vec(&self.numeric_sensor_info),
@@ -3219,6 +3272,7 @@ impl PartialEq for HostSystemInfo {
     }
 }
 impl Clone for HostSystemInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vendor: self.vendor.clone(),
@@ -3288,42 +3342,5 @@ impl x::Fields for HostSystemInfo {
         {
             w.write_opt("bootCommandLine", &self.boot_command_line);
         }
-    }
-}
-/// `HostSystemReconnectSpec` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostSystemReconnectSpec {
-    /// `syncState`.
-    pub sync_state: Option<bool>,
-}
-impl x::SchemaType for HostSystemReconnectSpec {
-    const TYPE_NAME: &'static str = "HostSystemReconnectSpec";
-}
-impl x::Structure for HostSystemReconnectSpec {}
-impl std::fmt::Debug for HostSystemReconnectSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "HostSystemReconnectSpec", x::fields_ref(self))
-    }
-}
-impl PartialEq for HostSystemReconnectSpec {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for HostSystemReconnectSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "syncState" => r.read_opt(&mut self.sync_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("syncState", &self.sync_state);
     }
 }

@@ -5,6 +5,43 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostSystemReconnectSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostSystemReconnectSpec {
+    /// `syncState`.
+    pub sync_state: Option<bool>,
+}
+impl x::SchemaType for HostSystemReconnectSpec {
+    const TYPE_NAME: &'static str = "HostSystemReconnectSpec";
+}
+impl x::Structure for HostSystemReconnectSpec {}
+impl std::fmt::Debug for HostSystemReconnectSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSystemReconnectSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSystemReconnectSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostSystemReconnectSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "syncState" => r.read_opt(&mut self.sync_state),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("syncState", &self.sync_state);
+    }
+}
 /// `HostSystemRemediationState` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostSystemRemediationState {
@@ -71,6 +108,7 @@ impl PartialEq for HostSystemResourceInfo {
     }
 }
 impl Clone for HostSystemResourceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -125,6 +163,7 @@ impl PartialEq for HostSystemSwapConfiguration {
     }
 }
 impl Clone for HostSystemSwapConfiguration {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             option: x::clone_vec(&self.option),
@@ -520,26 +559,32 @@ impl x::Fields for HostTcpHba {
         w.write_opt("associatedPnic", &self.associated_pnic);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostTcpHbaCreateSpec` (extends `HostHbaCreateSpec`).
 #[derive(Clone, Default)]
 pub struct HostTcpHbaCreateSpec {
     /// `pnic`.
     pub pnic: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostTcpHbaCreateSpec {
     const TYPE_NAME: &'static str = "HostTcpHbaCreateSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostTcpHbaCreateSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostTcpHbaCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostTcpHbaCreateSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostTcpHbaCreateSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostTcpHbaCreateSpec {
     fn decode_field(
         &mut self,
@@ -702,6 +747,7 @@ impl PartialEq for HostTpmAttestationReport {
     }
 }
 impl Clone for HostTpmAttestationReport {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             tpm_pcr_values: x::clone_vec(&self.tpm_pcr_values),
@@ -980,6 +1026,7 @@ impl PartialEq for HostTpmEventDetails {
     }
 }
 impl Clone for HostTpmEventDetails {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             data_hash: x::clone_vec(&self.data_hash),
@@ -1130,6 +1177,7 @@ impl PartialEq for HostTpmOptionEventDetails {
     }
 }
 impl Clone for HostTpmOptionEventDetails {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_tpm_event_details: self.host_tpm_event_details.clone(),
@@ -1450,6 +1498,7 @@ impl PartialEq for HostTrustAuthorityAttestationInfo {
     }
 }
 impl Clone for HostTrustAuthorityAttestationInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             attestation_status: self.attestation_status.clone(),
@@ -1579,6 +1628,7 @@ impl PartialEq for HostUnresolvedVmfsResignatureSpec {
     }
 }
 impl Clone for HostUnresolvedVmfsResignatureSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             extent_device_path: x::clone_vec(&self.extent_device_path),
@@ -1602,6 +1652,7 @@ impl x::Fields for HostUnresolvedVmfsResignatureSpec {
         w.write_vec("extentDevicePath", &self.extent_device_path);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostUnresolvedVmfsResolutionResult` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostUnresolvedVmfsResolutionResult {
@@ -1612,20 +1663,25 @@ pub struct HostUnresolvedVmfsResolutionResult {
     /// `fault`.
     pub fault: Option<LocalizedMethodFault>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostUnresolvedVmfsResolutionResult {
     const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostUnresolvedVmfsResolutionResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostUnresolvedVmfsResolutionResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostUnresolvedVmfsResolutionResult", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostUnresolvedVmfsResolutionResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostUnresolvedVmfsResolutionResult {
     fn decode_field(
         &mut self,
@@ -1647,10 +1703,12 @@ impl x::Fields for HostUnresolvedVmfsResolutionResult {
         w.write_opt("fault", &self.fault);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostUnresolvedVmfsResolutionResult {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionResult";
     const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionResult";
 }
+#[cfg(feature = "admin")]
 /// `HostUnresolvedVmfsResolutionSpec` (extends `DynamicData`).
 #[derive(Default)]
 pub struct HostUnresolvedVmfsResolutionSpec {
@@ -1659,21 +1717,27 @@ pub struct HostUnresolvedVmfsResolutionSpec {
     /// `uuidResolution`.
     pub uuid_resolution: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostUnresolvedVmfsResolutionSpec {
     const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostUnresolvedVmfsResolutionSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostUnresolvedVmfsResolutionSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostUnresolvedVmfsResolutionSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostUnresolvedVmfsResolutionSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostUnresolvedVmfsResolutionSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             extent_device_path: x::clone_vec(&self.extent_device_path),
@@ -1681,6 +1745,7 @@ impl Clone for HostUnresolvedVmfsResolutionSpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostUnresolvedVmfsResolutionSpec {
     fn decode_field(
         &mut self,
@@ -1700,6 +1765,7 @@ impl x::Fields for HostUnresolvedVmfsResolutionSpec {
         w.write("uuidResolution", &self.uuid_resolution);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostUnresolvedVmfsResolutionSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionSpec";
     const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionSpec";
@@ -1733,6 +1799,7 @@ impl PartialEq for HostUnresolvedVmfsVolume {
     }
 }
 impl Clone for HostUnresolvedVmfsVolume {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             extent: x::clone_vec(&self.extent),
@@ -1956,6 +2023,7 @@ impl PartialEq for HostVFlashManagerVFlashCacheConfigInfo {
     }
 }
 impl Clone for HostVFlashManagerVFlashCacheConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vflash_module_config_option: x::clone_vec(&self.vflash_module_config_option),
@@ -2062,6 +2130,7 @@ impl x::ArrayItem for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOp
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption";
     const ITEM_TAG: &'static str = "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption";
 }
+#[cfg(feature = "admin")]
 /// `HostVFlashManagerVFlashCacheConfigSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostVFlashManagerVFlashCacheConfigSpec {
@@ -2070,20 +2139,25 @@ pub struct HostVFlashManagerVFlashCacheConfigSpec {
     /// `swapCacheReservationInGB`.
     pub swap_cache_reservation_in_gb: i64,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostVFlashManagerVFlashCacheConfigSpec {
     const TYPE_NAME: &'static str = "HostVFlashManagerVFlashCacheConfigSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostVFlashManagerVFlashCacheConfigSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostVFlashManagerVFlashCacheConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostVFlashManagerVFlashCacheConfigSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostVFlashManagerVFlashCacheConfigSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostVFlashManagerVFlashCacheConfigSpec {
     fn decode_field(
         &mut self,
@@ -2191,16 +2265,20 @@ impl x::Fields for HostVFlashManagerVFlashResourceConfigInfo {
         w.write("capacity", &self.capacity);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostVFlashManagerVFlashResourceConfigSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostVFlashManagerVFlashResourceConfigSpec {
     /// `vffsUuid`.
     pub vffs_uuid: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostVFlashManagerVFlashResourceConfigSpec {
     const TYPE_NAME: &'static str = "HostVFlashManagerVFlashResourceConfigSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostVFlashManagerVFlashResourceConfigSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostVFlashManagerVFlashResourceConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -2210,11 +2288,13 @@ impl std::fmt::Debug for HostVFlashManagerVFlashResourceConfigSpec {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostVFlashManagerVFlashResourceConfigSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostVFlashManagerVFlashResourceConfigSpec {
     fn decode_field(
         &mut self,
@@ -2314,6 +2394,7 @@ impl PartialEq for HostVFlashResourceConfigurationResult {
     }
 }
 impl Clone for HostVFlashResourceConfigurationResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             device_path: x::clone_vec(&self.device_path),
@@ -2366,6 +2447,7 @@ impl PartialEq for HostVMotionCompatibility {
     }
 }
 impl Clone for HostVMotionCompatibility {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -2635,6 +2717,7 @@ impl PartialEq for HostVMotionNetConfig {
     }
 }
 impl Clone for HostVMotionNetConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             candidate_vnic: x::clone_vec(&self.candidate_vnic),
@@ -2709,6 +2792,7 @@ impl x::Fields for HostVfatVolume {
         x::Fields::encode_fields(&self.host_file_system_volume, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostVffsSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostVffsSpec {
@@ -2721,20 +2805,25 @@ pub struct HostVffsSpec {
     /// `volumeName`.
     pub volume_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostVffsSpec {
     const TYPE_NAME: &'static str = "HostVffsSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostVffsSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostVffsSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostVffsSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostVffsSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostVffsSpec {
     fn decode_field(
         &mut self,
@@ -2789,6 +2878,7 @@ impl PartialEq for HostVffsVolume {
     }
 }
 impl Clone for HostVffsVolume {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_file_system_volume: self.host_file_system_volume.clone(),
@@ -3063,6 +3153,7 @@ impl PartialEq for HostVirtualNicManagerInfo {
     }
 }
 impl Clone for HostVirtualNicManagerInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             net_config: x::clone_vec(&self.net_config),
@@ -3109,6 +3200,7 @@ impl PartialEq for HostVirtualNicManagerNicTypeSelection {
     }
 }
 impl Clone for HostVirtualNicManagerNicTypeSelection {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vnic: self.vnic.clone(),

@@ -61,6 +61,7 @@ impl x::Fields for HotSnapshotMoveNotSupported {
         x::Fields::encode_fields(&self.snapshot_copy_not_supported, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `HourlyTaskScheduler` (extends `RecurrentTaskScheduler`).
 ///
 /// The fields of `RecurrentTaskScheduler` are in `recurrent_task_scheduler`, also reachable through `Deref`.
@@ -71,20 +72,25 @@ pub struct HourlyTaskScheduler {
     /// `minute`.
     pub minute: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HourlyTaskScheduler {
     const TYPE_NAME: &'static str = "HourlyTaskScheduler";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HourlyTaskScheduler {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HourlyTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HourlyTaskScheduler", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HourlyTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for HourlyTaskScheduler {
     type Target = RecurrentTaskScheduler;
     #[inline]
@@ -92,12 +98,14 @@ impl std::ops::Deref for HourlyTaskScheduler {
         &self.recurrent_task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for HourlyTaskScheduler {
     #[inline]
     fn deref_mut(&mut self) -> &mut RecurrentTaskScheduler {
         &mut self.recurrent_task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HourlyTaskScheduler {
     fn decode_field(
         &mut self,
@@ -253,6 +261,7 @@ impl PartialEq for HttpNfcLeaseDatastoreLeaseInfo {
     }
 }
 impl Clone for HttpNfcLeaseDatastoreLeaseInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             datastore_key: self.datastore_key.clone(),
@@ -442,6 +451,7 @@ impl PartialEq for HttpNfcLeaseInfo {
     }
 }
 impl Clone for HttpNfcLeaseInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             lease: self.lease.clone(),
@@ -627,6 +637,7 @@ impl PartialEq for HttpNfcLeaseSourceFile {
     }
 }
 impl Clone for HttpNfcLeaseSourceFile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             target_device_id: self.target_device_id.clone(),
@@ -815,6 +826,7 @@ impl PartialEq for IORMNotSupportedHostOnDatastore {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for IORMNotSupportedHostOnDatastore {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vim_fault: self.vim_fault.clone(),
@@ -949,6 +961,7 @@ impl PartialEq for ImportHostAddFailure {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for ImportHostAddFailure {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_fault: self.dvs_fault.clone(),
@@ -1021,6 +1034,7 @@ impl PartialEq for ImportOperationBulkFault {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for ImportOperationBulkFault {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_fault: self.dvs_fault.clone(),

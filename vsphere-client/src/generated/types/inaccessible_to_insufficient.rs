@@ -283,6 +283,7 @@ impl PartialEq for IncompatibleHostForFtSecondary {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for IncompatibleHostForFtSecondary {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_fault_tolerance_issue: self.vm_fault_tolerance_issue.clone(),
@@ -1547,6 +1548,7 @@ impl PartialEq for InsufficientNetworkResourcePoolCapacity {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for InsufficientNetworkResourcePoolCapacity {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             insufficient_resources_fault: self.insufficient_resources_fault.clone(),

@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "admin")]
 /// `InventoryDescription` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct InventoryDescription {
@@ -29,20 +30,25 @@ pub struct InventoryDescription {
     /// `numvDiskDev`.
     pub numv_disk_dev: Option<i32>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for InventoryDescription {
     const TYPE_NAME: &'static str = "InventoryDescription";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for InventoryDescription {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for InventoryDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "InventoryDescription", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for InventoryDescription {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for InventoryDescription {
     fn decode_field(
         &mut self,
@@ -109,6 +115,7 @@ impl PartialEq for InventoryHasStandardAloneHosts {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for InventoryHasStandardAloneHosts {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             not_enough_licenses: self.not_enough_licenses.clone(),
@@ -150,6 +157,7 @@ impl x::Fields for InventoryHasStandardAloneHosts {
         w.write_vec("hosts", &self.hosts);
     }
 }
+#[cfg(feature = "admin")]
 /// `IoFilterHostIssue` (extends `DynamicData`).
 #[derive(Default)]
 pub struct IoFilterHostIssue {
@@ -158,21 +166,27 @@ pub struct IoFilterHostIssue {
     /// `issue`.
     pub issue: Vec<LocalizedMethodFault>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for IoFilterHostIssue {
     const TYPE_NAME: &'static str = "IoFilterHostIssue";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for IoFilterHostIssue {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for IoFilterHostIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "IoFilterHostIssue", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for IoFilterHostIssue {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for IoFilterHostIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -180,6 +194,7 @@ impl Clone for IoFilterHostIssue {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for IoFilterHostIssue {
     fn decode_field(
         &mut self,
@@ -199,6 +214,7 @@ impl x::Fields for IoFilterHostIssue {
         w.write_vec("issue", &self.issue);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for IoFilterHostIssue {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfIoFilterHostIssue";
     const ITEM_TAG: &'static str = "IoFilterHostIssue";
@@ -264,6 +280,7 @@ impl x::Fields for IoFilterInfo {
         w.write_opt("releaseDate", &self.release_date);
     }
 }
+#[cfg(feature = "admin")]
 /// `IoFilterManagerSslTrust` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.3.0.
@@ -271,20 +288,25 @@ impl x::Fields for IoFilterInfo {
 /// Fields of this type hold [`AnyIoFilterManagerSslTrust`], which also carries its subtypes.
 #[derive(Clone, Default)]
 pub struct IoFilterManagerSslTrust {}
+#[cfg(feature = "admin")]
 impl x::SchemaType for IoFilterManagerSslTrust {
     const TYPE_NAME: &'static str = "IoFilterManagerSslTrust";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for IoFilterManagerSslTrust {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for IoFilterManagerSslTrust {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "IoFilterManagerSslTrust", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for IoFilterManagerSslTrust {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for IoFilterManagerSslTrust {
     fn decode_field(
         &mut self,
@@ -297,6 +319,7 @@ impl x::Fields for IoFilterManagerSslTrust {
         w.since(0x0800_0300, "type IoFilterManagerSslTrust", true);
     }
 }
+#[cfg(feature = "admin")]
 /// `IoFilterQueryIssueResult` (extends `DynamicData`).
 #[derive(Default)]
 pub struct IoFilterQueryIssueResult {
@@ -305,21 +328,27 @@ pub struct IoFilterQueryIssueResult {
     /// `hostIssue`.
     pub host_issue: Vec<IoFilterHostIssue>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for IoFilterQueryIssueResult {
     const TYPE_NAME: &'static str = "IoFilterQueryIssueResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for IoFilterQueryIssueResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for IoFilterQueryIssueResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "IoFilterQueryIssueResult", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for IoFilterQueryIssueResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for IoFilterQueryIssueResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             op_type: self.op_type.clone(),
@@ -327,6 +356,7 @@ impl Clone for IoFilterQueryIssueResult {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for IoFilterQueryIssueResult {
     fn decode_field(
         &mut self,
@@ -500,6 +530,7 @@ impl x::Fields for IpHostnameGeneratorError {
         x::Fields::encode_fields(&self.customization_fault, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `IpPool` (extends `DynamicData`).
 #[derive(Default)]
 pub struct IpPool {
@@ -530,21 +561,27 @@ pub struct IpPool {
     /// `allocatedIpv6Addresses`.
     pub allocated_ipv6_addresses: Option<i32>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for IpPool {
     const TYPE_NAME: &'static str = "IpPool";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for IpPool {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for IpPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "IpPool", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for IpPool {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for IpPool {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id,
@@ -563,6 +600,7 @@ impl Clone for IpPool {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for IpPool {
     fn decode_field(
         &mut self,
@@ -604,10 +642,12 @@ impl x::Fields for IpPool {
         w.write_opt("allocatedIpv6Addresses", &self.allocated_ipv6_addresses);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for IpPool {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfIpPool";
     const ITEM_TAG: &'static str = "IpPool";
 }
+#[cfg(feature = "admin")]
 /// `IpPoolAssociation` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct IpPoolAssociation {
@@ -616,20 +656,25 @@ pub struct IpPoolAssociation {
     /// `networkName`.
     pub network_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for IpPoolAssociation {
     const TYPE_NAME: &'static str = "IpPoolAssociation";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for IpPoolAssociation {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for IpPoolAssociation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "IpPoolAssociation", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for IpPoolAssociation {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for IpPoolAssociation {
     fn decode_field(
         &mut self,
@@ -649,10 +694,12 @@ impl x::Fields for IpPoolAssociation {
         w.write("networkName", &self.network_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for IpPoolAssociation {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfIpPoolAssociation";
     const ITEM_TAG: &'static str = "IpPoolAssociation";
 }
+#[cfg(feature = "admin")]
 /// `IpPoolIpPoolConfigInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct IpPoolIpPoolConfigInfo {
@@ -671,21 +718,27 @@ pub struct IpPoolIpPoolConfigInfo {
     /// `ipPoolEnabled`.
     pub ip_pool_enabled: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for IpPoolIpPoolConfigInfo {
     const TYPE_NAME: &'static str = "IpPoolIpPoolConfigInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for IpPoolIpPoolConfigInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for IpPoolIpPoolConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "IpPoolIpPoolConfigInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for IpPoolIpPoolConfigInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for IpPoolIpPoolConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             subnet_address: self.subnet_address.clone(),
@@ -698,6 +751,7 @@ impl Clone for IpPoolIpPoolConfigInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for IpPoolIpPoolConfigInfo {
     fn decode_field(
         &mut self,
@@ -727,6 +781,7 @@ impl x::Fields for IpPoolIpPoolConfigInfo {
         w.write_opt("ipPoolEnabled", &self.ip_pool_enabled);
     }
 }
+#[cfg(feature = "admin")]
 /// `IpPoolManagerIpAllocation` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct IpPoolManagerIpAllocation {
@@ -735,20 +790,25 @@ pub struct IpPoolManagerIpAllocation {
     /// `allocationId`.
     pub allocation_id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for IpPoolManagerIpAllocation {
     const TYPE_NAME: &'static str = "IpPoolManagerIpAllocation";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for IpPoolManagerIpAllocation {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for IpPoolManagerIpAllocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "IpPoolManagerIpAllocation", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for IpPoolManagerIpAllocation {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for IpPoolManagerIpAllocation {
     fn decode_field(
         &mut self,
@@ -768,6 +828,7 @@ impl x::Fields for IpPoolManagerIpAllocation {
         w.write("allocationId", &self.allocation_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for IpPoolManagerIpAllocation {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfIpPoolManagerIpAllocation";
     const ITEM_TAG: &'static str = "IpPoolManagerIpAllocation";
@@ -856,6 +917,7 @@ impl PartialEq for IpRouteProfile {
     }
 }
 impl Clone for IpRouteProfile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             apply_profile: self.apply_profile.clone(),
@@ -894,6 +956,7 @@ impl x::Fields for IpRouteProfile {
         w.write_vec("staticRoute", &self.static_route);
     }
 }
+#[cfg(feature = "admin")]
 /// `IscsiDependencyEntity` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct IscsiDependencyEntity {
@@ -904,20 +967,25 @@ pub struct IscsiDependencyEntity {
     /// `vmhbaName`.
     pub vmhba_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for IscsiDependencyEntity {
     const TYPE_NAME: &'static str = "IscsiDependencyEntity";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for IscsiDependencyEntity {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for IscsiDependencyEntity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "IscsiDependencyEntity", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for IscsiDependencyEntity {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for IscsiDependencyEntity {
     fn decode_field(
         &mut self,
@@ -939,6 +1007,7 @@ impl x::Fields for IscsiDependencyEntity {
         w.write("vmhbaName", &self.vmhba_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for IscsiDependencyEntity {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfIscsiDependencyEntity";
     const ITEM_TAG: &'static str = "IscsiDependencyEntity";
@@ -1692,6 +1761,7 @@ impl x::Fields for IscsiFaultVnicNotFound {
         w.write("vnicDevice", &self.vnic_device);
     }
 }
+#[cfg(feature = "admin")]
 /// `IscsiMigrationDependency` (extends `DynamicData`).
 #[derive(Default)]
 pub struct IscsiMigrationDependency {
@@ -1702,21 +1772,27 @@ pub struct IscsiMigrationDependency {
     /// `dependency`.
     pub dependency: Vec<IscsiDependencyEntity>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for IscsiMigrationDependency {
     const TYPE_NAME: &'static str = "IscsiMigrationDependency";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for IscsiMigrationDependency {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for IscsiMigrationDependency {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "IscsiMigrationDependency", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for IscsiMigrationDependency {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for IscsiMigrationDependency {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             migration_allowed: self.migration_allowed,
@@ -1725,6 +1801,7 @@ impl Clone for IscsiMigrationDependency {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for IscsiMigrationDependency {
     fn decode_field(
         &mut self,
@@ -1746,6 +1823,7 @@ impl x::Fields for IscsiMigrationDependency {
         w.write_vec("dependency", &self.dependency);
     }
 }
+#[cfg(feature = "admin")]
 /// `IscsiPortInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct IscsiPortInfo {
@@ -1780,20 +1858,25 @@ pub struct IscsiPortInfo {
     /// `pathStatus`.
     pub path_status: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for IscsiPortInfo {
     const TYPE_NAME: &'static str = "IscsiPortInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for IscsiPortInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for IscsiPortInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "IscsiPortInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for IscsiPortInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for IscsiPortInfo {
     fn decode_field(
         &mut self,
@@ -1839,37 +1922,46 @@ impl x::Fields for IscsiPortInfo {
         w.write_opt("pathStatus", &self.path_status);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for IscsiPortInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfIscsiPortInfo";
     const ITEM_TAG: &'static str = "IscsiPortInfo";
 }
+#[cfg(feature = "admin")]
 /// `IscsiStatus` (extends `DynamicData`).
 #[derive(Default)]
 pub struct IscsiStatus {
     /// `reason`.
     pub reason: Vec<LocalizedMethodFault>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for IscsiStatus {
     const TYPE_NAME: &'static str = "IscsiStatus";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for IscsiStatus {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for IscsiStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "IscsiStatus", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for IscsiStatus {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for IscsiStatus {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             reason: x::clone_vec(&self.reason),
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for IscsiStatus {
     fn decode_field(
         &mut self,

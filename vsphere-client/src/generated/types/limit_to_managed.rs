@@ -113,6 +113,7 @@ impl x::Fields for LinkDiscoveryProtocolConfig {
         w.write("operation", &self.operation);
     }
 }
+#[cfg(feature = "admin")]
 /// `LinkLayerDiscoveryProtocolInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct LinkLayerDiscoveryProtocolInfo {
@@ -125,21 +126,27 @@ pub struct LinkLayerDiscoveryProtocolInfo {
     /// `parameter`.
     pub parameter: Vec<KeyAnyValue>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for LinkLayerDiscoveryProtocolInfo {
     const TYPE_NAME: &'static str = "LinkLayerDiscoveryProtocolInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for LinkLayerDiscoveryProtocolInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for LinkLayerDiscoveryProtocolInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "LinkLayerDiscoveryProtocolInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for LinkLayerDiscoveryProtocolInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for LinkLayerDiscoveryProtocolInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             chassis_id: self.chassis_id.clone(),
@@ -149,6 +156,7 @@ impl Clone for LinkLayerDiscoveryProtocolInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for LinkLayerDiscoveryProtocolInfo {
     fn decode_field(
         &mut self,
@@ -516,6 +524,7 @@ impl PartialEq for LocalizableMessage {
     }
 }
 impl Clone for LocalizableMessage {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -549,6 +558,7 @@ impl x::ArrayItem for LocalizableMessage {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfLocalizableMessage";
     const ITEM_TAG: &'static str = "LocalizableMessage";
 }
+#[cfg(feature = "admin")]
 /// `LocalizationManagerMessageCatalog` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct LocalizationManagerMessageCatalog {
@@ -567,20 +577,25 @@ pub struct LocalizationManagerMessageCatalog {
     /// `version`.
     pub version: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for LocalizationManagerMessageCatalog {
     const TYPE_NAME: &'static str = "LocalizationManagerMessageCatalog";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for LocalizationManagerMessageCatalog {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for LocalizationManagerMessageCatalog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "LocalizationManagerMessageCatalog", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for LocalizationManagerMessageCatalog {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for LocalizationManagerMessageCatalog {
     fn decode_field(
         &mut self,
@@ -610,6 +625,7 @@ impl x::Fields for LocalizationManagerMessageCatalog {
         w.write_opt("version", &self.version);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for LocalizationManagerMessageCatalog {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfLocalizationManagerMessageCatalog";
     const ITEM_TAG: &'static str = "LocalizationManagerMessageCatalog";

@@ -442,6 +442,7 @@ impl PartialEq for MethodAction {
     }
 }
 impl Clone for MethodAction {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -707,6 +708,7 @@ impl PartialEq for MethodFault {
     }
 }
 impl Clone for MethodFault {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             fault_cause: self.fault_cause.clone(),

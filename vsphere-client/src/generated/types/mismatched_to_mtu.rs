@@ -876,6 +876,7 @@ impl x::Fields for ModeInfo {
         w.write("full", &self.full);
     }
 }
+#[cfg(feature = "admin")]
 /// `MonthlyByDayTaskScheduler` (extends `MonthlyTaskScheduler`).
 ///
 /// The fields of `MonthlyTaskScheduler` are in `monthly_task_scheduler`, also reachable through `Deref`.
@@ -886,20 +887,25 @@ pub struct MonthlyByDayTaskScheduler {
     /// `day`.
     pub day: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for MonthlyByDayTaskScheduler {
     const TYPE_NAME: &'static str = "MonthlyByDayTaskScheduler";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for MonthlyByDayTaskScheduler {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for MonthlyByDayTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MonthlyByDayTaskScheduler", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for MonthlyByDayTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for MonthlyByDayTaskScheduler {
     type Target = MonthlyTaskScheduler;
     #[inline]
@@ -907,12 +913,14 @@ impl std::ops::Deref for MonthlyByDayTaskScheduler {
         &self.monthly_task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for MonthlyByDayTaskScheduler {
     #[inline]
     fn deref_mut(&mut self) -> &mut MonthlyTaskScheduler {
         &mut self.monthly_task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for MonthlyByDayTaskScheduler {
     fn decode_field(
         &mut self,
@@ -933,6 +941,7 @@ impl x::Fields for MonthlyByDayTaskScheduler {
         w.write("day", &self.day);
     }
 }
+#[cfg(feature = "admin")]
 /// `MonthlyByWeekdayTaskScheduler` (extends `MonthlyTaskScheduler`).
 ///
 /// The fields of `MonthlyTaskScheduler` are in `monthly_task_scheduler`, also reachable through `Deref`.
@@ -945,20 +954,25 @@ pub struct MonthlyByWeekdayTaskScheduler {
     /// `weekday`.
     pub weekday: DayOfWeek,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for MonthlyByWeekdayTaskScheduler {
     const TYPE_NAME: &'static str = "MonthlyByWeekdayTaskScheduler";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for MonthlyByWeekdayTaskScheduler {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for MonthlyByWeekdayTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MonthlyByWeekdayTaskScheduler", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for MonthlyByWeekdayTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for MonthlyByWeekdayTaskScheduler {
     type Target = MonthlyTaskScheduler;
     #[inline]
@@ -966,12 +980,14 @@ impl std::ops::Deref for MonthlyByWeekdayTaskScheduler {
         &self.monthly_task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for MonthlyByWeekdayTaskScheduler {
     #[inline]
     fn deref_mut(&mut self) -> &mut MonthlyTaskScheduler {
         &mut self.monthly_task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for MonthlyByWeekdayTaskScheduler {
     fn decode_field(
         &mut self,
@@ -994,6 +1010,7 @@ impl x::Fields for MonthlyByWeekdayTaskScheduler {
         w.write("weekday", &self.weekday);
     }
 }
+#[cfg(feature = "admin")]
 /// `MonthlyTaskScheduler` (extends `DailyTaskScheduler`).
 ///
 /// The fields of `DailyTaskScheduler` are in `daily_task_scheduler`, also reachable through `Deref`.
@@ -1002,20 +1019,25 @@ pub struct MonthlyTaskScheduler {
     /// The fields `MonthlyTaskScheduler` inherits from `DailyTaskScheduler`.
     pub daily_task_scheduler: DailyTaskScheduler,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for MonthlyTaskScheduler {
     const TYPE_NAME: &'static str = "MonthlyTaskScheduler";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for MonthlyTaskScheduler {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for MonthlyTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MonthlyTaskScheduler", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for MonthlyTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for MonthlyTaskScheduler {
     type Target = DailyTaskScheduler;
     #[inline]
@@ -1023,12 +1045,14 @@ impl std::ops::Deref for MonthlyTaskScheduler {
         &self.daily_task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for MonthlyTaskScheduler {
     #[inline]
     fn deref_mut(&mut self) -> &mut DailyTaskScheduler {
         &mut self.daily_task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for MonthlyTaskScheduler {
     fn decode_field(
         &mut self,

@@ -92,6 +92,7 @@ impl PartialEq for MultipleCertificatesVerifyFault {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for MultipleCertificatesVerifyFault {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_connect_fault: self.host_connect_fault.clone(),
@@ -1090,6 +1091,7 @@ impl PartialEq for NetDhcpConfigInfoDhcpOptions {
     }
 }
 impl Clone for NetDhcpConfigInfoDhcpOptions {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             enable: self.enable,
@@ -1182,6 +1184,7 @@ impl PartialEq for NetDhcpConfigSpecDhcpOptionsSpec {
     }
 }
 impl Clone for NetDhcpConfigSpecDhcpOptionsSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             enable: self.enable,
@@ -1240,6 +1243,7 @@ impl PartialEq for NetDnsConfigInfo {
     }
 }
 impl Clone for NetDnsConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dhcp: self.dhcp,
@@ -1304,6 +1308,7 @@ impl PartialEq for NetDnsConfigSpec {
     }
 }
 impl Clone for NetDnsConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dhcp: self.dhcp,
@@ -1364,6 +1369,7 @@ impl PartialEq for NetIpConfigInfo {
     }
 }
 impl Clone for NetIpConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ip_address: x::clone_vec(&self.ip_address),
@@ -1477,6 +1483,7 @@ impl PartialEq for NetIpConfigSpec {
     }
 }
 impl Clone for NetIpConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ip_address: x::clone_vec(&self.ip_address),
@@ -1578,6 +1585,7 @@ impl PartialEq for NetIpRouteConfigInfo {
     }
 }
 impl Clone for NetIpRouteConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ip_route: x::clone_vec(&self.ip_route),
@@ -1712,6 +1720,7 @@ impl PartialEq for NetIpRouteConfigSpec {
     }
 }
 impl Clone for NetIpRouteConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ip_route: x::clone_vec(&self.ip_route),
@@ -1852,6 +1861,7 @@ impl PartialEq for NetIpStackInfo {
     }
 }
 impl Clone for NetIpStackInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             neighbor: x::clone_vec(&self.neighbor),

@@ -334,6 +334,7 @@ impl PartialEq for NetworkProfile {
     }
 }
 impl Clone for NetworkProfile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             apply_profile: self.apply_profile.clone(),
@@ -1110,6 +1111,7 @@ impl PartialEq for NoCompatibleHost {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for NoCompatibleHost {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vim_fault: self.vim_fault.clone(),
@@ -2074,6 +2076,7 @@ impl PartialEq for NoPermission {
     }
 }
 impl Clone for NoPermission {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             security_error: self.security_error.clone(),
@@ -2155,6 +2158,7 @@ impl PartialEq for NoPermissionEntityPrivileges {
     }
 }
 impl Clone for NoPermissionEntityPrivileges {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             entity: self.entity.clone(),

@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "admin")]
 /// `NodeDeploymentSpec` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyNodeDeploymentSpec`], which also carries its subtypes.
@@ -29,20 +30,25 @@ pub struct NodeDeploymentSpec {
     /// `ipSettings`.
     pub ip_settings: CustomizationIPSettings,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for NodeDeploymentSpec {
     const TYPE_NAME: &'static str = "NodeDeploymentSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for NodeDeploymentSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for NodeDeploymentSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "NodeDeploymentSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for NodeDeploymentSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for NodeDeploymentSpec {
     fn decode_field(
         &mut self,
@@ -76,6 +82,7 @@ impl x::Fields for NodeDeploymentSpec {
         w.write("ipSettings", &self.ip_settings);
     }
 }
+#[cfg(feature = "admin")]
 /// `NodeNetworkSpec` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyNodeNetworkSpec`], which also carries its subtypes.
@@ -84,20 +91,25 @@ pub struct NodeNetworkSpec {
     /// `ipSettings`.
     pub ip_settings: CustomizationIPSettings,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for NodeNetworkSpec {
     const TYPE_NAME: &'static str = "NodeNetworkSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for NodeNetworkSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for NodeNetworkSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "NodeNetworkSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for NodeNetworkSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for NodeNetworkSpec {
     fn decode_field(
         &mut self,

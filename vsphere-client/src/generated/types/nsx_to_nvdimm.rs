@@ -448,6 +448,7 @@ impl x::ArrayItem for NumericRange {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfNumericRange";
     const ITEM_TAG: &'static str = "NumericRange";
 }
+#[cfg(feature = "admin")]
 /// `NvdimmDimmInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct NvdimmDimmInfo {
@@ -472,21 +473,27 @@ pub struct NvdimmDimmInfo {
     /// `representationString`.
     pub representation_string: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for NvdimmDimmInfo {
     const TYPE_NAME: &'static str = "NvdimmDimmInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for NvdimmDimmInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for NvdimmDimmInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "NvdimmDimmInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for NvdimmDimmInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for NvdimmDimmInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dimm_handle: self.dimm_handle,
@@ -502,6 +509,7 @@ impl Clone for NvdimmDimmInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for NvdimmDimmInfo {
     fn decode_field(
         &mut self,
@@ -539,30 +547,37 @@ impl x::Fields for NvdimmDimmInfo {
         w.write("representationString", &self.representation_string);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for NvdimmDimmInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfNvdimmDimmInfo";
     const ITEM_TAG: &'static str = "NvdimmDimmInfo";
 }
+#[cfg(feature = "admin")]
 /// `NvdimmGuid` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct NvdimmGuid {
     /// `uuid`.
     pub uuid: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for NvdimmGuid {
     const TYPE_NAME: &'static str = "NvdimmGuid";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for NvdimmGuid {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for NvdimmGuid {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "NvdimmGuid", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for NvdimmGuid {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for NvdimmGuid {
     fn decode_field(
         &mut self,
@@ -580,10 +595,12 @@ impl x::Fields for NvdimmGuid {
         w.write("uuid", &self.uuid);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for NvdimmGuid {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfNvdimmGuid";
     const ITEM_TAG: &'static str = "NvdimmGuid";
 }
+#[cfg(feature = "admin")]
 /// `NvdimmHealthInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct NvdimmHealthInfo {
@@ -610,21 +627,27 @@ pub struct NvdimmHealthInfo {
     /// `esLifespanPercentage`.
     pub es_lifespan_percentage: Option<i32>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for NvdimmHealthInfo {
     const TYPE_NAME: &'static str = "NvdimmHealthInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for NvdimmHealthInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for NvdimmHealthInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "NvdimmHealthInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for NvdimmHealthInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for NvdimmHealthInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             health_status: self.health_status.clone(),
@@ -641,6 +664,7 @@ impl Clone for NvdimmHealthInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for NvdimmHealthInfo {
     fn decode_field(
         &mut self,
@@ -678,6 +702,7 @@ impl x::Fields for NvdimmHealthInfo {
         w.write_opt("esLifespanPercentage", &self.es_lifespan_percentage);
     }
 }
+#[cfg(feature = "admin")]
 /// `NvdimmInterleaveSetInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct NvdimmInterleaveSetInfo {
@@ -696,21 +721,27 @@ pub struct NvdimmInterleaveSetInfo {
     /// `state`.
     pub state: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for NvdimmInterleaveSetInfo {
     const TYPE_NAME: &'static str = "NvdimmInterleaveSetInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for NvdimmInterleaveSetInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for NvdimmInterleaveSetInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "NvdimmInterleaveSetInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for NvdimmInterleaveSetInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for NvdimmInterleaveSetInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             set_id: self.set_id,
@@ -723,6 +754,7 @@ impl Clone for NvdimmInterleaveSetInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for NvdimmInterleaveSetInfo {
     fn decode_field(
         &mut self,
@@ -752,10 +784,12 @@ impl x::Fields for NvdimmInterleaveSetInfo {
         w.write("state", &self.state);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for NvdimmInterleaveSetInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfNvdimmInterleaveSetInfo";
     const ITEM_TAG: &'static str = "NvdimmInterleaveSetInfo";
 }
+#[cfg(feature = "admin")]
 /// `NvdimmNamespaceCreateSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct NvdimmNamespaceCreateSpec {
@@ -770,20 +804,25 @@ pub struct NvdimmNamespaceCreateSpec {
     /// `locationID`.
     pub location_id: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for NvdimmNamespaceCreateSpec {
     const TYPE_NAME: &'static str = "NvdimmNamespaceCreateSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for NvdimmNamespaceCreateSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for NvdimmNamespaceCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "NvdimmNamespaceCreateSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for NvdimmNamespaceCreateSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for NvdimmNamespaceCreateSpec {
     fn decode_field(
         &mut self,
@@ -809,26 +848,32 @@ impl x::Fields for NvdimmNamespaceCreateSpec {
         w.write("locationID", &self.location_id);
     }
 }
+#[cfg(feature = "admin")]
 /// `NvdimmNamespaceDeleteSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct NvdimmNamespaceDeleteSpec {
     /// `uuid`.
     pub uuid: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for NvdimmNamespaceDeleteSpec {
     const TYPE_NAME: &'static str = "NvdimmNamespaceDeleteSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for NvdimmNamespaceDeleteSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for NvdimmNamespaceDeleteSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "NvdimmNamespaceDeleteSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for NvdimmNamespaceDeleteSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for NvdimmNamespaceDeleteSpec {
     fn decode_field(
         &mut self,
@@ -846,6 +891,7 @@ impl x::Fields for NvdimmNamespaceDeleteSpec {
         w.write("uuid", &self.uuid);
     }
 }
+#[cfg(feature = "admin")]
 /// `NvdimmNamespaceDetails` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct NvdimmNamespaceDetails {
@@ -864,20 +910,25 @@ pub struct NvdimmNamespaceDetails {
     /// `state`.
     pub state: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for NvdimmNamespaceDetails {
     const TYPE_NAME: &'static str = "NvdimmNamespaceDetails";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for NvdimmNamespaceDetails {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for NvdimmNamespaceDetails {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "NvdimmNamespaceDetails", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for NvdimmNamespaceDetails {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for NvdimmNamespaceDetails {
     fn decode_field(
         &mut self,
@@ -907,10 +958,12 @@ impl x::Fields for NvdimmNamespaceDetails {
         w.write("state", &self.state);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for NvdimmNamespaceDetails {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfNvdimmNamespaceDetails";
     const ITEM_TAG: &'static str = "NvdimmNamespaceDetails";
 }
+#[cfg(feature = "admin")]
 /// `NvdimmNamespaceInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct NvdimmNamespaceInfo {
@@ -931,20 +984,25 @@ pub struct NvdimmNamespaceInfo {
     /// `state`.
     pub state: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for NvdimmNamespaceInfo {
     const TYPE_NAME: &'static str = "NvdimmNamespaceInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for NvdimmNamespaceInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for NvdimmNamespaceInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "NvdimmNamespaceInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for NvdimmNamespaceInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for NvdimmNamespaceInfo {
     fn decode_field(
         &mut self,
@@ -976,10 +1034,12 @@ impl x::Fields for NvdimmNamespaceInfo {
         w.write("state", &self.state);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for NvdimmNamespaceInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfNvdimmNamespaceInfo";
     const ITEM_TAG: &'static str = "NvdimmNamespaceInfo";
 }
+#[cfg(feature = "admin")]
 /// `NvdimmPMemNamespaceCreateSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct NvdimmPMemNamespaceCreateSpec {
@@ -990,20 +1050,25 @@ pub struct NvdimmPMemNamespaceCreateSpec {
     /// `interleavesetID`.
     pub interleaveset_id: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for NvdimmPMemNamespaceCreateSpec {
     const TYPE_NAME: &'static str = "NvdimmPMemNamespaceCreateSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for NvdimmPMemNamespaceCreateSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for NvdimmPMemNamespaceCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "NvdimmPMemNamespaceCreateSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for NvdimmPMemNamespaceCreateSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for NvdimmPMemNamespaceCreateSpec {
     fn decode_field(
         &mut self,
@@ -1025,6 +1090,7 @@ impl x::Fields for NvdimmPMemNamespaceCreateSpec {
         w.write("interleavesetID", &self.interleaveset_id);
     }
 }
+#[cfg(feature = "admin")]
 /// `NvdimmRegionInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct NvdimmRegionInfo {
@@ -1041,20 +1107,25 @@ pub struct NvdimmRegionInfo {
     /// `offset`.
     pub offset: i64,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for NvdimmRegionInfo {
     const TYPE_NAME: &'static str = "NvdimmRegionInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for NvdimmRegionInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for NvdimmRegionInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "NvdimmRegionInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for NvdimmRegionInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for NvdimmRegionInfo {
     fn decode_field(
         &mut self,
@@ -1082,10 +1153,12 @@ impl x::Fields for NvdimmRegionInfo {
         w.write("offset", &self.offset);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for NvdimmRegionInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfNvdimmRegionInfo";
     const ITEM_TAG: &'static str = "NvdimmRegionInfo";
 }
+#[cfg(feature = "admin")]
 /// `NvdimmSummary` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct NvdimmSummary {
@@ -1106,20 +1179,25 @@ pub struct NvdimmSummary {
     /// `numNamespaces`.
     pub num_namespaces: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for NvdimmSummary {
     const TYPE_NAME: &'static str = "NvdimmSummary";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for NvdimmSummary {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for NvdimmSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "NvdimmSummary", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for NvdimmSummary {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for NvdimmSummary {
     fn decode_field(
         &mut self,
@@ -1151,6 +1229,7 @@ impl x::Fields for NvdimmSummary {
         w.write("numNamespaces", &self.num_namespaces);
     }
 }
+#[cfg(feature = "admin")]
 /// `NvdimmSystemInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct NvdimmSystemInfo {
@@ -1171,21 +1250,27 @@ pub struct NvdimmSystemInfo {
     /// `nsDetails`.
     pub ns_details: Vec<NvdimmNamespaceDetails>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for NvdimmSystemInfo {
     const TYPE_NAME: &'static str = "NvdimmSystemInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for NvdimmSystemInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for NvdimmSystemInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "NvdimmSystemInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for NvdimmSystemInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for NvdimmSystemInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             summary: self.summary.clone(),
@@ -1199,6 +1284,7 @@ impl Clone for NvdimmSystemInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for NvdimmSystemInfo {
     fn decode_field(
         &mut self,

@@ -30,6 +30,7 @@ impl PartialEq for ObjectContent {
     }
 }
 impl Clone for ObjectContent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             obj: self.obj.clone(),
@@ -88,6 +89,7 @@ impl PartialEq for ObjectSpec {
     }
 }
 impl Clone for ObjectSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             obj: self.obj.clone(),
@@ -148,6 +150,7 @@ impl PartialEq for ObjectUpdate {
     }
 }
 impl Clone for ObjectUpdate {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             kind: self.kind.clone(),
@@ -184,6 +187,7 @@ impl x::ArrayItem for ObjectUpdate {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfObjectUpdate";
     const ITEM_TAG: &'static str = "ObjectUpdate";
 }
+#[cfg(feature = "admin")]
 /// `OnceTaskScheduler` (extends `TaskScheduler`).
 ///
 /// The fields of `TaskScheduler` are in `task_scheduler`, also reachable through `Deref`.
@@ -194,20 +198,25 @@ pub struct OnceTaskScheduler {
     /// `runAt`.
     pub run_at: Option<x::DateTime>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for OnceTaskScheduler {
     const TYPE_NAME: &'static str = "OnceTaskScheduler";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for OnceTaskScheduler {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for OnceTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "OnceTaskScheduler", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for OnceTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for OnceTaskScheduler {
     type Target = TaskScheduler;
     #[inline]
@@ -215,12 +224,14 @@ impl std::ops::Deref for OnceTaskScheduler {
         &self.task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for OnceTaskScheduler {
     #[inline]
     fn deref_mut(&mut self) -> &mut TaskScheduler {
         &mut self.task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for OnceTaskScheduler {
     fn decode_field(
         &mut self,
@@ -845,6 +856,7 @@ impl PartialEq for OrAlarmExpression {
     }
 }
 impl Clone for OrAlarmExpression {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             expression: x::clone_vec(&self.expression),
@@ -962,6 +974,7 @@ impl PartialEq for OutOfSyncDvsHost {
 }
 #[cfg(feature = "all-events")]
 impl Clone for OutOfSyncDvsHost {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_event: self.dvs_event.clone(),
@@ -1486,6 +1499,7 @@ impl PartialEq for OvfConsumerFault {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for OvfConsumerFault {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ovf_consumer_callback_fault: self.ovf_consumer_callback_fault.clone(),
@@ -1641,6 +1655,7 @@ impl PartialEq for OvfConsumerOstNode {
     }
 }
 impl Clone for OvfConsumerOstNode {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -2167,6 +2182,7 @@ impl PartialEq for OvfCreateDescriptorParams {
     }
 }
 impl Clone for OvfCreateDescriptorParams {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ovf_files: x::clone_vec(&self.ovf_files),
@@ -2232,6 +2248,7 @@ impl PartialEq for OvfCreateDescriptorResult {
     }
 }
 impl Clone for OvfCreateDescriptorResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ovf_descriptor: self.ovf_descriptor.clone(),
@@ -2307,6 +2324,7 @@ impl PartialEq for OvfCreateImportSpecParams {
     }
 }
 impl Clone for OvfCreateImportSpecParams {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ovf_manager_common_params: self.ovf_manager_common_params.clone(),
@@ -2402,6 +2420,7 @@ impl PartialEq for OvfCreateImportSpecResult {
     }
 }
 impl Clone for OvfCreateImportSpecResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             import_spec: self.import_spec.clone(),

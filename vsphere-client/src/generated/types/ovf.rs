@@ -245,6 +245,7 @@ impl PartialEq for OvfImportParams {
     }
 }
 impl Clone for OvfImportParams {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ovf_create_import_spec_params: self.ovf_create_import_spec_params.clone(),
@@ -816,6 +817,7 @@ impl PartialEq for OvfManagerCommonParams {
     }
 }
 impl Clone for OvfManagerCommonParams {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             locale: self.locale.clone(),
@@ -1649,6 +1651,7 @@ impl PartialEq for OvfParseDescriptorResult {
     }
 }
 impl Clone for OvfParseDescriptorResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             eula: x::clone_vec(&self.eula),

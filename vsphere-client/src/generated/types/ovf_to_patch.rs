@@ -311,6 +311,7 @@ impl PartialEq for OvfValidateHostResult {
     }
 }
 impl Clone for OvfValidateHostResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             download_size: self.download_size,
@@ -684,6 +685,7 @@ impl x::Fields for ParaVirtualSCSIControllerOption {
         x::Fields::encode_fields(&self.virtual_scsi_controller_option, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `PassiveNodeDeploymentSpec` (extends `NodeDeploymentSpec`).
 ///
 /// The fields of `NodeDeploymentSpec` are in `node_deployment_spec`, also reachable through `Deref`.
@@ -694,20 +696,25 @@ pub struct PassiveNodeDeploymentSpec {
     /// `failoverIpSettings`.
     pub failover_ip_settings: Option<CustomizationIPSettings>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PassiveNodeDeploymentSpec {
     const TYPE_NAME: &'static str = "PassiveNodeDeploymentSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PassiveNodeDeploymentSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PassiveNodeDeploymentSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PassiveNodeDeploymentSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PassiveNodeDeploymentSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for PassiveNodeDeploymentSpec {
     type Target = NodeDeploymentSpec;
     #[inline]
@@ -715,12 +722,14 @@ impl std::ops::Deref for PassiveNodeDeploymentSpec {
         &self.node_deployment_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for PassiveNodeDeploymentSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut NodeDeploymentSpec {
         &mut self.node_deployment_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PassiveNodeDeploymentSpec {
     fn decode_field(
         &mut self,
@@ -739,6 +748,7 @@ impl x::Fields for PassiveNodeDeploymentSpec {
         w.write_opt("failoverIpSettings", &self.failover_ip_settings);
     }
 }
+#[cfg(feature = "admin")]
 /// `PassiveNodeNetworkSpec` (extends `NodeNetworkSpec`).
 ///
 /// The fields of `NodeNetworkSpec` are in `node_network_spec`, also reachable through `Deref`.
@@ -749,20 +759,25 @@ pub struct PassiveNodeNetworkSpec {
     /// `failoverIpSettings`.
     pub failover_ip_settings: Option<CustomizationIPSettings>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PassiveNodeNetworkSpec {
     const TYPE_NAME: &'static str = "PassiveNodeNetworkSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PassiveNodeNetworkSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PassiveNodeNetworkSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PassiveNodeNetworkSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PassiveNodeNetworkSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for PassiveNodeNetworkSpec {
     type Target = NodeNetworkSpec;
     #[inline]
@@ -770,12 +785,14 @@ impl std::ops::Deref for PassiveNodeNetworkSpec {
         &self.node_network_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for PassiveNodeNetworkSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut NodeNetworkSpec {
         &mut self.node_network_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PassiveNodeNetworkSpec {
     fn decode_field(
         &mut self,
@@ -968,6 +985,7 @@ impl PartialEq for PatchBinariesNotFound {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for PatchBinariesNotFound {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vim_fault: self.vim_fault.clone(),
@@ -1220,6 +1238,7 @@ impl PartialEq for PatchMetadataInvalid {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for PatchMetadataInvalid {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vim_fault: self.vim_fault.clone(),
@@ -1353,6 +1372,7 @@ impl PartialEq for PatchMissingDependencies {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for PatchMissingDependencies {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             patch_not_applicable: self.patch_not_applicable.clone(),
@@ -1491,6 +1511,7 @@ impl PartialEq for PatchSuperseded {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for PatchSuperseded {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             patch_not_applicable: self.patch_not_applicable.clone(),

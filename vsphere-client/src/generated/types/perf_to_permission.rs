@@ -28,6 +28,7 @@ impl PartialEq for PerfCompositeMetric {
     }
 }
 impl Clone for PerfCompositeMetric {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             entity: self.entity.clone(),
@@ -91,6 +92,7 @@ impl PartialEq for PerfCounterInfo {
     }
 }
 impl Clone for PerfCounterInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key,
@@ -169,6 +171,7 @@ impl PartialEq for PerfEntityMetric {
     }
 }
 impl Clone for PerfEntityMetric {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             perf_entity_metric_base: self.perf_entity_metric_base.clone(),
@@ -282,6 +285,7 @@ impl PartialEq for PerfEntityMetricCSV {
     }
 }
 impl Clone for PerfEntityMetricCSV {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             perf_entity_metric_base: self.perf_entity_metric_base.clone(),
@@ -460,6 +464,7 @@ impl PartialEq for PerfMetricIntSeries {
     }
 }
 impl Clone for PerfMetricIntSeries {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             perf_metric_series: self.perf_metric_series.clone(),
@@ -678,6 +683,7 @@ impl PartialEq for PerfQuerySpec {
     }
 }
 impl Clone for PerfQuerySpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             entity: self.entity.clone(),
@@ -791,6 +797,7 @@ impl PartialEq for PerformanceDescription {
     }
 }
 impl Clone for PerformanceDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             counter_type: x::clone_vec(&self.counter_type),
@@ -866,33 +873,41 @@ impl x::ArrayItem for PerformanceManagerCounterLevelMapping {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfPerformanceManagerCounterLevelMapping";
     const ITEM_TAG: &'static str = "PerformanceManagerCounterLevelMapping";
 }
+#[cfg(feature = "admin")]
 /// `PerformanceStatisticsDescription` (extends `DynamicData`).
 #[derive(Default)]
 pub struct PerformanceStatisticsDescription {
     /// `intervals`.
     pub intervals: Vec<PerfInterval>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PerformanceStatisticsDescription {
     const TYPE_NAME: &'static str = "PerformanceStatisticsDescription";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PerformanceStatisticsDescription {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PerformanceStatisticsDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PerformanceStatisticsDescription", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PerformanceStatisticsDescription {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for PerformanceStatisticsDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             intervals: x::clone_vec(&self.intervals),
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PerformanceStatisticsDescription {
     fn decode_field(
         &mut self,

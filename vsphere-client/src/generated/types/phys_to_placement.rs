@@ -132,6 +132,7 @@ impl PartialEq for PhysicalNic {
     }
 }
 impl Clone for PhysicalNic {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -275,6 +276,7 @@ impl x::ArrayItem for PhysicalNic {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfPhysicalNic";
     const ITEM_TAG: &'static str = "PhysicalNic";
 }
+#[cfg(feature = "admin")]
 /// `PhysicalNicCdpDeviceCapability` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct PhysicalNicCdpDeviceCapability {
@@ -293,20 +295,25 @@ pub struct PhysicalNicCdpDeviceCapability {
     /// `repeater`.
     pub repeater: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PhysicalNicCdpDeviceCapability {
     const TYPE_NAME: &'static str = "PhysicalNicCdpDeviceCapability";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PhysicalNicCdpDeviceCapability {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PhysicalNicCdpDeviceCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PhysicalNicCdpDeviceCapability", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PhysicalNicCdpDeviceCapability {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PhysicalNicCdpDeviceCapability {
     fn decode_field(
         &mut self,
@@ -336,6 +343,7 @@ impl x::Fields for PhysicalNicCdpDeviceCapability {
         w.write("repeater", &self.repeater);
     }
 }
+#[cfg(feature = "admin")]
 /// `PhysicalNicCdpInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct PhysicalNicCdpInfo {
@@ -378,20 +386,25 @@ pub struct PhysicalNicCdpInfo {
     /// `location`.
     pub location: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PhysicalNicCdpInfo {
     const TYPE_NAME: &'static str = "PhysicalNicCdpInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PhysicalNicCdpInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PhysicalNicCdpInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PhysicalNicCdpInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PhysicalNicCdpInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PhysicalNicCdpInfo {
     fn decode_field(
         &mut self,
@@ -527,6 +540,7 @@ impl x::Fields for PhysicalNicHint {
         w.write_opt("vlanId", &self.vlan_id);
     }
 }
+#[cfg(feature = "admin")]
 /// `PhysicalNicHintInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct PhysicalNicHintInfo {
@@ -541,21 +555,27 @@ pub struct PhysicalNicHintInfo {
     /// `lldpInfo`.
     pub lldp_info: Option<LinkLayerDiscoveryProtocolInfo>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PhysicalNicHintInfo {
     const TYPE_NAME: &'static str = "PhysicalNicHintInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PhysicalNicHintInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PhysicalNicHintInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PhysicalNicHintInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PhysicalNicHintInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for PhysicalNicHintInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             device: self.device.clone(),
@@ -566,6 +586,7 @@ impl Clone for PhysicalNicHintInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PhysicalNicHintInfo {
     fn decode_field(
         &mut self,
@@ -591,10 +612,12 @@ impl x::Fields for PhysicalNicHintInfo {
         w.write_opt("lldpInfo", &self.lldp_info);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for PhysicalNicHintInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfPhysicalNicHintInfo";
     const ITEM_TAG: &'static str = "PhysicalNicHintInfo";
 }
+#[cfg(feature = "admin")]
 /// `PhysicalNicIpHint` (extends `PhysicalNicHint`).
 ///
 /// The fields of `PhysicalNicHint` are in `physical_nic_hint`, also reachable through `Deref`.
@@ -605,20 +628,25 @@ pub struct PhysicalNicIpHint {
     /// `ipSubnet`.
     pub ip_subnet: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PhysicalNicIpHint {
     const TYPE_NAME: &'static str = "PhysicalNicIpHint";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PhysicalNicIpHint {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PhysicalNicIpHint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PhysicalNicIpHint", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PhysicalNicIpHint {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for PhysicalNicIpHint {
     type Target = PhysicalNicHint;
     #[inline]
@@ -626,12 +654,14 @@ impl std::ops::Deref for PhysicalNicIpHint {
         &self.physical_nic_hint
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for PhysicalNicIpHint {
     #[inline]
     fn deref_mut(&mut self) -> &mut PhysicalNicHint {
         &mut self.physical_nic_hint
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PhysicalNicIpHint {
     fn decode_field(
         &mut self,
@@ -650,6 +680,7 @@ impl x::Fields for PhysicalNicIpHint {
         w.write("ipSubnet", &self.ip_subnet);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for PhysicalNicIpHint {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfPhysicalNicIpHint";
     const ITEM_TAG: &'static str = "PhysicalNicIpHint";
@@ -699,6 +730,7 @@ impl x::ArrayItem for PhysicalNicLinkInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfPhysicalNicLinkInfo";
     const ITEM_TAG: &'static str = "PhysicalNicLinkInfo";
 }
+#[cfg(feature = "admin")]
 /// `PhysicalNicNameHint` (extends `PhysicalNicHint`).
 ///
 /// The fields of `PhysicalNicHint` are in `physical_nic_hint`, also reachable through `Deref`.
@@ -709,20 +741,25 @@ pub struct PhysicalNicNameHint {
     /// `network`.
     pub network: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PhysicalNicNameHint {
     const TYPE_NAME: &'static str = "PhysicalNicNameHint";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PhysicalNicNameHint {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PhysicalNicNameHint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PhysicalNicNameHint", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PhysicalNicNameHint {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for PhysicalNicNameHint {
     type Target = PhysicalNicHint;
     #[inline]
@@ -730,12 +767,14 @@ impl std::ops::Deref for PhysicalNicNameHint {
         &self.physical_nic_hint
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for PhysicalNicNameHint {
     #[inline]
     fn deref_mut(&mut self) -> &mut PhysicalNicHint {
         &mut self.physical_nic_hint
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PhysicalNicNameHint {
     fn decode_field(
         &mut self,
@@ -754,6 +793,7 @@ impl x::Fields for PhysicalNicNameHint {
         w.write("network", &self.network);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for PhysicalNicNameHint {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfPhysicalNicNameHint";
     const ITEM_TAG: &'static str = "PhysicalNicNameHint";
@@ -871,6 +911,7 @@ impl x::Fields for PhysicalNicSpec {
         w.write_opt("ensInterruptEnabled", &self.ens_interrupt_enabled);
     }
 }
+#[cfg(feature = "admin")]
 /// `PinnedCertificate` (extends `IoFilterManagerSslTrust`).
 ///
 /// Since vSphere API 8.0.3.0.
@@ -881,20 +922,25 @@ pub struct PinnedCertificate {
     /// Since vSphere API 8.0.3.0.
     pub ssl_certificate: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PinnedCertificate {
     const TYPE_NAME: &'static str = "PinnedCertificate";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PinnedCertificate {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PinnedCertificate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PinnedCertificate", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PinnedCertificate {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PinnedCertificate {
     fn decode_field(
         &mut self,
@@ -938,6 +984,7 @@ impl PartialEq for PlaceVmsXClusterSpecCandidateNetworks {
     }
 }
 impl Clone for PlaceVmsXClusterSpecCandidateNetworks {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             networks: x::clone_vec(&self.networks),
@@ -1052,6 +1099,7 @@ impl PartialEq for PlacementAffinityRule {
     }
 }
 impl Clone for PlacementAffinityRule {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             rule_type: self.rule_type.clone(),
@@ -1121,6 +1169,7 @@ impl PartialEq for PlacementRankResult {
     }
 }
 impl Clone for PlacementRankResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -1189,6 +1238,7 @@ impl PartialEq for PlacementRankSpec {
     }
 }
 impl Clone for PlacementRankSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             specs: x::clone_vec(&self.specs),
@@ -1244,6 +1294,7 @@ impl PartialEq for PlacementResult {
     }
 }
 impl Clone for PlacementResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             recommendations: x::clone_vec(&self.recommendations),
@@ -1315,6 +1366,7 @@ impl PartialEq for PlacementSpec {
     }
 }
 impl Clone for PlacementSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             priority: self.priority.clone(),

@@ -154,6 +154,7 @@ impl PartialEq for PodDiskLocator {
     }
 }
 impl Clone for PodDiskLocator {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             disk_id: self.disk_id,
@@ -217,6 +218,7 @@ impl PartialEq for PodStorageDrsEntry {
     }
 }
 impl Clone for PodStorageDrsEntry {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             storage_drs_config: self.storage_drs_config.clone(),
@@ -383,6 +385,7 @@ impl PartialEq for PolicyOption {
     }
 }
 impl Clone for PolicyOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -480,6 +483,7 @@ impl x::Fields for PortGroupProfile {
         w.write("networkPolicy", &self.network_policy);
     }
 }
+#[cfg(feature = "admin")]
 /// `PosixUserSearchResult` (extends `UserSearchResult`).
 ///
 /// The fields of `UserSearchResult` are in `user_search_result`, also reachable through `Deref`.
@@ -500,20 +504,25 @@ pub struct PosixUserSearchResult {
     /// Since vSphere API 9.1.0.0.
     pub maximum_password_age: Option<i64>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PosixUserSearchResult {
     const TYPE_NAME: &'static str = "PosixUserSearchResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PosixUserSearchResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PosixUserSearchResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PosixUserSearchResult", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PosixUserSearchResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for PosixUserSearchResult {
     type Target = UserSearchResult;
     #[inline]
@@ -521,12 +530,14 @@ impl std::ops::Deref for PosixUserSearchResult {
         &self.user_search_result
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for PosixUserSearchResult {
     #[inline]
     fn deref_mut(&mut self) -> &mut UserSearchResult {
         &mut self.user_search_result
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PosixUserSearchResult {
     fn decode_field(
         &mut self,
@@ -606,6 +617,7 @@ impl PartialEq for PowerOnFtSecondaryFailed {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for PowerOnFtSecondaryFailed {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_fault_tolerance_issue: self.vm_fault_tolerance_issue.clone(),
@@ -757,6 +769,7 @@ impl PartialEq for PowerSystemCapability {
     }
 }
 impl Clone for PowerSystemCapability {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             available_policy: x::clone_vec(&self.available_policy),
@@ -817,6 +830,7 @@ impl x::Fields for PowerSystemInfo {
         w.write("currentPolicy", &self.current_policy);
     }
 }
+#[cfg(feature = "admin")]
 /// `PrivilegeAvailability` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct PrivilegeAvailability {
@@ -825,20 +839,25 @@ pub struct PrivilegeAvailability {
     /// `isGranted`.
     pub is_granted: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PrivilegeAvailability {
     const TYPE_NAME: &'static str = "PrivilegeAvailability";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PrivilegeAvailability {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PrivilegeAvailability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PrivilegeAvailability", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PrivilegeAvailability {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PrivilegeAvailability {
     fn decode_field(
         &mut self,
@@ -858,6 +877,7 @@ impl x::Fields for PrivilegeAvailability {
         w.write("isGranted", &self.is_granted);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for PrivilegeAvailability {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfPrivilegeAvailability";
     const ITEM_TAG: &'static str = "PrivilegeAvailability";
@@ -1044,6 +1064,7 @@ impl PartialEq for ProfileApplyProfileProperty {
     }
 }
 impl Clone for ProfileApplyProfileProperty {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             property_name: self.property_name.clone(),
@@ -1189,6 +1210,7 @@ impl x::Fields for ProfileChangedEvent {
         x::Fields::encode_fields(&self.profile_event, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `ProfileCompositeExpression` (extends `ProfileExpression`).
 ///
 /// The fields of `ProfileExpression` are in `profile_expression`, also reachable through `Deref`.
@@ -1201,21 +1223,27 @@ pub struct ProfileCompositeExpression {
     /// `expressionName`.
     pub expression_name: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfileCompositeExpression {
     const TYPE_NAME: &'static str = "ProfileCompositeExpression";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfileCompositeExpression {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfileCompositeExpression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProfileCompositeExpression", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfileCompositeExpression {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ProfileCompositeExpression {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             profile_expression: self.profile_expression.clone(),
@@ -1224,6 +1252,7 @@ impl Clone for ProfileCompositeExpression {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ProfileCompositeExpression {
     type Target = ProfileExpression;
     #[inline]
@@ -1231,12 +1260,14 @@ impl std::ops::Deref for ProfileCompositeExpression {
         &self.profile_expression
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ProfileCompositeExpression {
     #[inline]
     fn deref_mut(&mut self) -> &mut ProfileExpression {
         &mut self.profile_expression
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfileCompositeExpression {
     fn decode_field(
         &mut self,
@@ -1257,6 +1288,7 @@ impl x::Fields for ProfileCompositeExpression {
         w.write_vec("expressionName", &self.expression_name);
     }
 }
+#[cfg(feature = "admin")]
 /// `ProfileCompositePolicyOptionMetadata` (extends `ProfilePolicyOptionMetadata`).
 ///
 /// The fields of `ProfilePolicyOptionMetadata` are in `profile_policy_option_metadata`, also reachable through `Deref`.
@@ -1267,21 +1299,27 @@ pub struct ProfileCompositePolicyOptionMetadata {
     /// `option`.
     pub option: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfileCompositePolicyOptionMetadata {
     const TYPE_NAME: &'static str = "ProfileCompositePolicyOptionMetadata";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfileCompositePolicyOptionMetadata {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfileCompositePolicyOptionMetadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProfileCompositePolicyOptionMetadata", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfileCompositePolicyOptionMetadata {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ProfileCompositePolicyOptionMetadata {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             profile_policy_option_metadata: self.profile_policy_option_metadata.clone(),
@@ -1289,6 +1327,7 @@ impl Clone for ProfileCompositePolicyOptionMetadata {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ProfileCompositePolicyOptionMetadata {
     type Target = ProfilePolicyOptionMetadata;
     #[inline]
@@ -1296,12 +1335,14 @@ impl std::ops::Deref for ProfileCompositePolicyOptionMetadata {
         &self.profile_policy_option_metadata
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ProfileCompositePolicyOptionMetadata {
     #[inline]
     fn deref_mut(&mut self) -> &mut ProfilePolicyOptionMetadata {
         &mut self.profile_policy_option_metadata
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfileCompositePolicyOptionMetadata {
     fn decode_field(
         &mut self,
@@ -1326,6 +1367,7 @@ impl x::Fields for ProfileCompositePolicyOptionMetadata {
         w.write_vec("option", &self.option);
     }
 }
+#[cfg(feature = "admin")]
 /// `ProfileConfigInfo` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyProfileConfigInfo`], which also carries its subtypes.
@@ -1338,20 +1380,25 @@ pub struct ProfileConfigInfo {
     /// `enabled`.
     pub enabled: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfileConfigInfo {
     const TYPE_NAME: &'static str = "ProfileConfigInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfileConfigInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfileConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProfileConfigInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfileConfigInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfileConfigInfo {
     fn decode_field(
         &mut self,
@@ -1373,6 +1420,7 @@ impl x::Fields for ProfileConfigInfo {
         w.write("enabled", &self.enabled);
     }
 }
+#[cfg(feature = "admin")]
 /// `ProfileCreateSpec` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyProfileCreateSpec`], which also carries its subtypes.
@@ -1385,20 +1433,25 @@ pub struct ProfileCreateSpec {
     /// `enabled`.
     pub enabled: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfileCreateSpec {
     const TYPE_NAME: &'static str = "ProfileCreateSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfileCreateSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfileCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProfileCreateSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfileCreateSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfileCreateSpec {
     fn decode_field(
         &mut self,
@@ -1499,6 +1552,7 @@ impl PartialEq for ProfileDeferredPolicyOptionParameter {
     }
 }
 impl Clone for ProfileDeferredPolicyOptionParameter {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             input_path: self.input_path.clone(),
@@ -1529,33 +1583,41 @@ impl x::ArrayItem for ProfileDeferredPolicyOptionParameter {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfProfileDeferredPolicyOptionParameter";
     const ITEM_TAG: &'static str = "ProfileDeferredPolicyOptionParameter";
 }
+#[cfg(feature = "admin")]
 /// `ProfileDescription` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ProfileDescription {
     /// `section`.
     pub section: Vec<ProfileDescriptionSection>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfileDescription {
     const TYPE_NAME: &'static str = "ProfileDescription";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfileDescription {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfileDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProfileDescription", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfileDescription {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ProfileDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             section: x::clone_vec(&self.section),
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfileDescription {
     fn decode_field(
         &mut self,
@@ -1573,6 +1635,7 @@ impl x::Fields for ProfileDescription {
         w.write_vec("section", &self.section);
     }
 }
+#[cfg(feature = "admin")]
 /// `ProfileDescriptionSection` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ProfileDescriptionSection {
@@ -1581,21 +1644,27 @@ pub struct ProfileDescriptionSection {
     /// `message`.
     pub message: Vec<LocalizableMessage>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfileDescriptionSection {
     const TYPE_NAME: &'static str = "ProfileDescriptionSection";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfileDescriptionSection {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfileDescriptionSection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProfileDescriptionSection", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfileDescriptionSection {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ProfileDescriptionSection {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             description: self.description.clone(),
@@ -1603,6 +1672,7 @@ impl Clone for ProfileDescriptionSection {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfileDescriptionSection {
     fn decode_field(
         &mut self,
@@ -1622,6 +1692,7 @@ impl x::Fields for ProfileDescriptionSection {
         w.write_vec("message", &self.message);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ProfileDescriptionSection {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfProfileDescriptionSection";
     const ITEM_TAG: &'static str = "ProfileDescriptionSection";
@@ -1868,6 +1939,7 @@ impl PartialEq for ProfileExecuteResult {
     }
 }
 impl Clone for ProfileExecuteResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             status: self.status.clone(),
@@ -1903,6 +1975,7 @@ impl x::Fields for ProfileExecuteResult {
         w.write_vec("error", &self.error);
     }
 }
+#[cfg(feature = "admin")]
 /// `ProfileExpression` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyProfileExpression`], which also carries its subtypes.
@@ -1915,20 +1988,25 @@ pub struct ProfileExpression {
     /// `negated`.
     pub negated: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfileExpression {
     const TYPE_NAME: &'static str = "ProfileExpression";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfileExpression {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfileExpression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProfileExpression", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfileExpression {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfileExpression {
     fn decode_field(
         &mut self,
@@ -1950,6 +2028,7 @@ impl x::Fields for ProfileExpression {
         w.write("negated", &self.negated);
     }
 }
+#[cfg(feature = "admin")]
 /// `ProfileExpressionMetadata` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ProfileExpressionMetadata {
@@ -1958,21 +2037,27 @@ pub struct ProfileExpressionMetadata {
     /// `parameter`.
     pub parameter: Vec<ProfileParameterMetadata>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfileExpressionMetadata {
     const TYPE_NAME: &'static str = "ProfileExpressionMetadata";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfileExpressionMetadata {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfileExpressionMetadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProfileExpressionMetadata", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfileExpressionMetadata {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ProfileExpressionMetadata {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             expression_id: self.expression_id.clone(),
@@ -1980,6 +2065,7 @@ impl Clone for ProfileExpressionMetadata {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfileExpressionMetadata {
     fn decode_field(
         &mut self,
@@ -1999,10 +2085,12 @@ impl x::Fields for ProfileExpressionMetadata {
         w.write_vec("parameter", &self.parameter);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ProfileExpressionMetadata {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfProfileExpressionMetadata";
     const ITEM_TAG: &'static str = "ProfileExpressionMetadata";
 }
+#[cfg(feature = "admin")]
 /// `ProfileMetadata` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ProfileMetadata {
@@ -2021,21 +2109,27 @@ pub struct ProfileMetadata {
     /// `operationMessages`.
     pub operation_messages: Vec<ProfileMetadataProfileOperationMessage>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfileMetadata {
     const TYPE_NAME: &'static str = "ProfileMetadata";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfileMetadata {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfileMetadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProfileMetadata", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfileMetadata {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ProfileMetadata {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -2048,6 +2142,7 @@ impl Clone for ProfileMetadata {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfileMetadata {
     fn decode_field(
         &mut self,
@@ -2077,10 +2172,12 @@ impl x::Fields for ProfileMetadata {
         w.write_vec("operationMessages", &self.operation_messages);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ProfileMetadata {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfProfileMetadata";
     const ITEM_TAG: &'static str = "ProfileMetadata";
 }
+#[cfg(feature = "admin")]
 /// `ProfileMetadataProfileOperationMessage` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ProfileMetadataProfileOperationMessage {
@@ -2089,20 +2186,25 @@ pub struct ProfileMetadataProfileOperationMessage {
     /// `message`.
     pub message: LocalizableMessage,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfileMetadataProfileOperationMessage {
     const TYPE_NAME: &'static str = "ProfileMetadataProfileOperationMessage";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfileMetadataProfileOperationMessage {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfileMetadataProfileOperationMessage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProfileMetadataProfileOperationMessage", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfileMetadataProfileOperationMessage {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfileMetadataProfileOperationMessage {
     fn decode_field(
         &mut self,
@@ -2122,10 +2224,12 @@ impl x::Fields for ProfileMetadataProfileOperationMessage {
         w.write("message", &self.message);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ProfileMetadataProfileOperationMessage {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfProfileMetadataProfileOperationMessage";
     const ITEM_TAG: &'static str = "ProfileMetadataProfileOperationMessage";
 }
+#[cfg(feature = "admin")]
 /// `ProfileMetadataProfileSortSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ProfileMetadataProfileSortSpec {
@@ -2134,20 +2238,25 @@ pub struct ProfileMetadataProfileSortSpec {
     /// `parameter`.
     pub parameter: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfileMetadataProfileSortSpec {
     const TYPE_NAME: &'static str = "ProfileMetadataProfileSortSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfileMetadataProfileSortSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfileMetadataProfileSortSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProfileMetadataProfileSortSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfileMetadataProfileSortSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfileMetadataProfileSortSpec {
     fn decode_field(
         &mut self,
@@ -2167,10 +2276,12 @@ impl x::Fields for ProfileMetadataProfileSortSpec {
         w.write("parameter", &self.parameter);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ProfileMetadataProfileSortSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfProfileMetadataProfileSortSpec";
     const ITEM_TAG: &'static str = "ProfileMetadataProfileSortSpec";
 }
+#[cfg(feature = "admin")]
 /// `ProfileParameterMetadata` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ProfileParameterMetadata {
@@ -2191,21 +2302,27 @@ pub struct ProfileParameterMetadata {
     /// `parameterRelations`.
     pub parameter_relations: Vec<ProfileParameterMetadataParameterRelationMetadata>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfileParameterMetadata {
     const TYPE_NAME: &'static str = "ProfileParameterMetadata";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfileParameterMetadata {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfileParameterMetadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProfileParameterMetadata", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfileParameterMetadata {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ProfileParameterMetadata {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -2219,6 +2336,7 @@ impl Clone for ProfileParameterMetadata {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfileParameterMetadata {
     fn decode_field(
         &mut self,
@@ -2250,10 +2368,12 @@ impl x::Fields for ProfileParameterMetadata {
         w.write_vec("parameterRelations", &self.parameter_relations);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ProfileParameterMetadata {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfProfileParameterMetadata";
     const ITEM_TAG: &'static str = "ProfileParameterMetadata";
 }
+#[cfg(feature = "admin")]
 /// `ProfileParameterMetadataParameterRelationMetadata` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ProfileParameterMetadataParameterRelationMetadata {
@@ -2268,10 +2388,13 @@ pub struct ProfileParameterMetadataParameterRelationMetadata {
     /// `maxCount`.
     pub max_count: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfileParameterMetadataParameterRelationMetadata {
     const TYPE_NAME: &'static str = "ProfileParameterMetadataParameterRelationMetadata";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfileParameterMetadataParameterRelationMetadata {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfileParameterMetadataParameterRelationMetadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -2281,12 +2404,15 @@ impl std::fmt::Debug for ProfileParameterMetadataParameterRelationMetadata {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfileParameterMetadataParameterRelationMetadata {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ProfileParameterMetadataParameterRelationMetadata {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             relation_types: x::clone_vec(&self.relation_types),
@@ -2297,6 +2423,7 @@ impl Clone for ProfileParameterMetadataParameterRelationMetadata {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfileParameterMetadataParameterRelationMetadata {
     fn decode_field(
         &mut self,
@@ -2322,6 +2449,7 @@ impl x::Fields for ProfileParameterMetadataParameterRelationMetadata {
         w.write("maxCount", &self.max_count);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ProfileParameterMetadataParameterRelationMetadata {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfProfileParameterMetadataParameterRelationMetadata";
     const ITEM_TAG: &'static str = "ProfileParameterMetadataParameterRelationMetadata";
@@ -2371,6 +2499,7 @@ impl x::ArrayItem for ProfilePolicy {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfProfilePolicy";
     const ITEM_TAG: &'static str = "ProfilePolicy";
 }
+#[cfg(feature = "admin")]
 /// `ProfilePolicyMetadata` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ProfilePolicyMetadata {
@@ -2379,21 +2508,27 @@ pub struct ProfilePolicyMetadata {
     /// `possibleOption`.
     pub possible_option: Vec<AnyProfilePolicyOptionMetadata>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfilePolicyMetadata {
     const TYPE_NAME: &'static str = "ProfilePolicyMetadata";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfilePolicyMetadata {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfilePolicyMetadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProfilePolicyMetadata", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfilePolicyMetadata {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ProfilePolicyMetadata {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -2401,6 +2536,7 @@ impl Clone for ProfilePolicyMetadata {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfilePolicyMetadata {
     fn decode_field(
         &mut self,
@@ -2420,10 +2556,12 @@ impl x::Fields for ProfilePolicyMetadata {
         w.write_vec("possibleOption", &self.possible_option);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ProfilePolicyMetadata {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfProfilePolicyMetadata";
     const ITEM_TAG: &'static str = "ProfilePolicyMetadata";
 }
+#[cfg(feature = "admin")]
 /// `ProfilePolicyOptionMetadata` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyProfilePolicyOptionMetadata`], which also carries its subtypes.
@@ -2434,21 +2572,27 @@ pub struct ProfilePolicyOptionMetadata {
     /// `parameter`.
     pub parameter: Vec<ProfileParameterMetadata>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfilePolicyOptionMetadata {
     const TYPE_NAME: &'static str = "ProfilePolicyOptionMetadata";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfilePolicyOptionMetadata {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfilePolicyOptionMetadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProfilePolicyOptionMetadata", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfilePolicyOptionMetadata {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ProfilePolicyOptionMetadata {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -2456,6 +2600,7 @@ impl Clone for ProfilePolicyOptionMetadata {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfilePolicyOptionMetadata {
     fn decode_field(
         &mut self,
@@ -2498,6 +2643,7 @@ impl PartialEq for ProfileProfileStructure {
     }
 }
 impl Clone for ProfileProfileStructure {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             profile_type_name: self.profile_type_name.clone(),
@@ -2753,6 +2899,7 @@ impl x::Fields for ProfileRemovedEvent {
         x::Fields::encode_fields(&self.profile_event, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `ProfileSerializedCreateSpec` (extends `ProfileCreateSpec`).
 ///
 /// The fields of `ProfileCreateSpec` are in `profile_create_spec`, also reachable through `Deref`.
@@ -2763,20 +2910,25 @@ pub struct ProfileSerializedCreateSpec {
     /// `profileConfigString`.
     pub profile_config_string: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfileSerializedCreateSpec {
     const TYPE_NAME: &'static str = "ProfileSerializedCreateSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfileSerializedCreateSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfileSerializedCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProfileSerializedCreateSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfileSerializedCreateSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ProfileSerializedCreateSpec {
     type Target = ProfileCreateSpec;
     #[inline]
@@ -2784,12 +2936,14 @@ impl std::ops::Deref for ProfileSerializedCreateSpec {
         &self.profile_create_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ProfileSerializedCreateSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut ProfileCreateSpec {
         &mut self.profile_create_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfileSerializedCreateSpec {
     fn decode_field(
         &mut self,
@@ -2808,6 +2962,7 @@ impl x::Fields for ProfileSerializedCreateSpec {
         w.write("profileConfigString", &self.profile_config_string);
     }
 }
+#[cfg(feature = "admin")]
 /// `ProfileSimpleExpression` (extends `ProfileExpression`).
 ///
 /// The fields of `ProfileExpression` are in `profile_expression`, also reachable through `Deref`.
@@ -2820,21 +2975,27 @@ pub struct ProfileSimpleExpression {
     /// `parameter`.
     pub parameter: Vec<KeyAnyValue>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfileSimpleExpression {
     const TYPE_NAME: &'static str = "ProfileSimpleExpression";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfileSimpleExpression {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfileSimpleExpression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProfileSimpleExpression", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfileSimpleExpression {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ProfileSimpleExpression {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             profile_expression: self.profile_expression.clone(),
@@ -2843,6 +3004,7 @@ impl Clone for ProfileSimpleExpression {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ProfileSimpleExpression {
     type Target = ProfileExpression;
     #[inline]
@@ -2850,12 +3012,14 @@ impl std::ops::Deref for ProfileSimpleExpression {
         &self.profile_expression
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ProfileSimpleExpression {
     #[inline]
     fn deref_mut(&mut self) -> &mut ProfileExpression {
         &mut self.profile_expression
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfileSimpleExpression {
     fn decode_field(
         &mut self,
@@ -2909,6 +3073,7 @@ impl PartialEq for ProfileUpdateFailed {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for ProfileUpdateFailed {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vim_fault: self.vim_fault.clone(),

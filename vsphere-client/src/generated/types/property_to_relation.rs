@@ -79,6 +79,7 @@ impl PartialEq for PropertyFilterSpec {
     }
 }
 impl Clone for PropertyFilterSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             prop_set: x::clone_vec(&self.prop_set),
@@ -142,6 +143,7 @@ impl PartialEq for PropertyFilterUpdate {
     }
 }
 impl Clone for PropertyFilterUpdate {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             filter: self.filter.clone(),
@@ -200,6 +202,7 @@ impl PartialEq for PropertySpec {
     }
 }
 impl Clone for PropertySpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             type_: self.type_.clone(),
@@ -1120,6 +1123,7 @@ impl x::Fields for RecoveryEvent {
         w.write_opt("vnic", &self.vnic);
     }
 }
+#[cfg(feature = "admin")]
 /// `RecurrentTaskScheduler` (extends `TaskScheduler`).
 ///
 /// The fields of `TaskScheduler` are in `task_scheduler`, also reachable through `Deref`.
@@ -1130,20 +1134,25 @@ pub struct RecurrentTaskScheduler {
     /// `interval`.
     pub interval: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RecurrentTaskScheduler {
     const TYPE_NAME: &'static str = "RecurrentTaskScheduler";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RecurrentTaskScheduler {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RecurrentTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RecurrentTaskScheduler", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RecurrentTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for RecurrentTaskScheduler {
     type Target = TaskScheduler;
     #[inline]
@@ -1151,12 +1160,14 @@ impl std::ops::Deref for RecurrentTaskScheduler {
         &self.task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for RecurrentTaskScheduler {
     #[inline]
     fn deref_mut(&mut self) -> &mut TaskScheduler {
         &mut self.task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RecurrentTaskScheduler {
     fn decode_field(
         &mut self,
@@ -1175,6 +1186,7 @@ impl x::Fields for RecurrentTaskScheduler {
         w.write("interval", &self.interval);
     }
 }
+#[cfg(feature = "admin")]
 /// `Relation` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct Relation {
@@ -1185,20 +1197,25 @@ pub struct Relation {
     /// `version`.
     pub version: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for Relation {
     const TYPE_NAME: &'static str = "Relation";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for Relation {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for Relation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "Relation", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for Relation {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for Relation {
     fn decode_field(
         &mut self,
@@ -1220,6 +1237,7 @@ impl x::Fields for Relation {
         w.write_opt("version", &self.version);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for Relation {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfRelation";
     const ITEM_TAG: &'static str = "Relation";

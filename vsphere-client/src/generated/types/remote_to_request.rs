@@ -288,6 +288,7 @@ impl PartialEq for ReplicationConfigSpec {
     }
 }
 impl Clone for ReplicationConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             generation: self.generation,

@@ -16,16 +16,19 @@ impl x::SchemaType for AbandonHciWorkflowRequestType {
 }
 impl x::Structure for AbandonHciWorkflowRequestType {}
 impl std::fmt::Debug for AbandonHciWorkflowRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AbandonHciWorkflowRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AbandonHciWorkflowRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AbandonHciWorkflowRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -38,6 +41,7 @@ impl x::Fields for AbandonHciWorkflowRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -46,15 +50,18 @@ impl x::Request for AbandonHciWorkflowRequestType {
     const NAME: &'static str = "AbandonHciWorkflow";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AbdicateDomOwnershipRequestType`.
 #[derive(Default)]
 pub struct AbdicateDomOwnershipRequestType {
@@ -63,21 +70,29 @@ pub struct AbdicateDomOwnershipRequestType {
     /// `uuids`.
     pub uuids: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AbdicateDomOwnershipRequestType {
     const TYPE_NAME: &'static str = "AbdicateDomOwnershipRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AbdicateDomOwnershipRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AbdicateDomOwnershipRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AbdicateDomOwnershipRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AbdicateDomOwnershipRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AbdicateDomOwnershipRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -85,7 +100,9 @@ impl Clone for AbdicateDomOwnershipRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AbdicateDomOwnershipRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -99,18 +116,22 @@ impl x::Fields for AbdicateDomOwnershipRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("uuids", &self.uuids);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AbdicateDomOwnershipRequestType {
     const NAME: &'static str = "AbdicateDomOwnership";
     const IDEMPOTENT: bool = false;
     type Response = Vec<String>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -132,16 +153,19 @@ impl x::SchemaType for AbortCustomizationRequestType {
 }
 impl x::Structure for AbortCustomizationRequestType {}
 impl std::fmt::Debug for AbortCustomizationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AbortCustomizationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AbortCustomizationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AbortCustomizationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -156,6 +180,7 @@ impl x::Fields for AbortCustomizationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -166,15 +191,18 @@ impl x::Request for AbortCustomizationRequestType {
     const NAME: &'static str = "AbortCustomization_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AcknowledgeAlarmRequestType`.
 #[derive(Clone, Default)]
 pub struct AcknowledgeAlarmRequestType {
@@ -185,21 +213,29 @@ pub struct AcknowledgeAlarmRequestType {
     /// `entity`.
     pub entity: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AcknowledgeAlarmRequestType {
     const TYPE_NAME: &'static str = "AcknowledgeAlarmRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AcknowledgeAlarmRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AcknowledgeAlarmRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AcknowledgeAlarmRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AcknowledgeAlarmRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AcknowledgeAlarmRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -214,19 +250,23 @@ impl x::Fields for AcknowledgeAlarmRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("alarm", &self.alarm);
         w.write("entity", &self.entity);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AcknowledgeAlarmRequestType {
     const NAME: &'static str = "AcknowledgeAlarm";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -244,16 +284,19 @@ impl x::SchemaType for AcquireCimServicesTicketRequestType {
 }
 impl x::Structure for AcquireCimServicesTicketRequestType {}
 impl std::fmt::Debug for AcquireCimServicesTicketRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AcquireCimServicesTicketRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireCimServicesTicketRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireCimServicesTicketRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -266,6 +309,7 @@ impl x::Fields for AcquireCimServicesTicketRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -274,9 +318,11 @@ impl x::Request for AcquireCimServicesTicketRequestType {
     const NAME: &'static str = "AcquireCimServicesTicket";
     const IDEMPOTENT: bool = false;
     type Response = HostServiceTicket;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -294,16 +340,19 @@ impl x::SchemaType for AcquireCloneTicketRequestType {
 }
 impl x::Structure for AcquireCloneTicketRequestType {}
 impl std::fmt::Debug for AcquireCloneTicketRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AcquireCloneTicketRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireCloneTicketRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireCloneTicketRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -316,6 +365,7 @@ impl x::Fields for AcquireCloneTicketRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -324,9 +374,11 @@ impl x::Request for AcquireCloneTicketRequestType {
     const NAME: &'static str = "AcquireCloneTicket";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -350,16 +402,19 @@ impl x::SchemaType for AcquireCredentialsInGuestRequestType {
 }
 impl x::Structure for AcquireCredentialsInGuestRequestType {}
 impl std::fmt::Debug for AcquireCredentialsInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AcquireCredentialsInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireCredentialsInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireCredentialsInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -375,6 +430,7 @@ impl x::Fields for AcquireCredentialsInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -386,9 +442,11 @@ impl x::Request for AcquireCredentialsInGuestRequestType {
     const NAME: &'static str = "AcquireCredentialsInGuest";
     const IDEMPOTENT: bool = false;
     type Response = AnyGuestAuthentication;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -408,16 +466,19 @@ impl x::SchemaType for AcquireGenericServiceTicketRequestType {
 }
 impl x::Structure for AcquireGenericServiceTicketRequestType {}
 impl std::fmt::Debug for AcquireGenericServiceTicketRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AcquireGenericServiceTicketRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireGenericServiceTicketRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireGenericServiceTicketRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -431,6 +492,7 @@ impl x::Fields for AcquireGenericServiceTicketRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -440,9 +502,11 @@ impl x::Request for AcquireGenericServiceTicketRequestType {
     const NAME: &'static str = "AcquireGenericServiceTicket";
     const IDEMPOTENT: bool = false;
     type Response = SessionManagerGenericServiceTicket;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -462,16 +526,19 @@ impl x::SchemaType for AcquireLocalTicketRequestType {
 }
 impl x::Structure for AcquireLocalTicketRequestType {}
 impl std::fmt::Debug for AcquireLocalTicketRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AcquireLocalTicketRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireLocalTicketRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireLocalTicketRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -485,6 +552,7 @@ impl x::Fields for AcquireLocalTicketRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("userName", &self.user_name);
@@ -494,9 +562,11 @@ impl x::Request for AcquireLocalTicketRequestType {
     const NAME: &'static str = "AcquireLocalTicket";
     const IDEMPOTENT: bool = false;
     type Response = SessionManagerLocalTicket;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -514,16 +584,19 @@ impl x::SchemaType for AcquireMksTicketRequestType {
 }
 impl x::Structure for AcquireMksTicketRequestType {}
 impl std::fmt::Debug for AcquireMksTicketRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AcquireMksTicketRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireMksTicketRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireMksTicketRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -536,6 +609,7 @@ impl x::Fields for AcquireMksTicketRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -544,9 +618,11 @@ impl x::Request for AcquireMksTicketRequestType {
     const NAME: &'static str = "AcquireMksTicket";
     const IDEMPOTENT: bool = false;
     type Response = VirtualMachineMksTicket;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -566,16 +642,19 @@ impl x::SchemaType for AcquireTicketRequestType {
 }
 impl x::Structure for AcquireTicketRequestType {}
 impl std::fmt::Debug for AcquireTicketRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AcquireTicketRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireTicketRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireTicketRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -589,6 +668,7 @@ impl x::Fields for AcquireTicketRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("ticketType", &self.ticket_type);
@@ -598,15 +678,18 @@ impl x::Request for AcquireTicketRequestType {
     const NAME: &'static str = "AcquireTicket";
     const IDEMPOTENT: bool = false;
     type Response = VirtualMachineTicket;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddAuthorizationRoleRequestType`.
 #[derive(Default)]
 pub struct AddAuthorizationRoleRequestType {
@@ -617,21 +700,29 @@ pub struct AddAuthorizationRoleRequestType {
     /// `privIds`.
     pub priv_ids: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddAuthorizationRoleRequestType {
     const TYPE_NAME: &'static str = "AddAuthorizationRoleRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddAuthorizationRoleRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddAuthorizationRoleRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddAuthorizationRoleRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddAuthorizationRoleRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AddAuthorizationRoleRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -640,7 +731,9 @@ impl Clone for AddAuthorizationRoleRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddAuthorizationRoleRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -655,19 +748,23 @@ impl x::Fields for AddAuthorizationRoleRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
         w.write_vec("privIds", &self.priv_ids);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddAuthorizationRoleRequestType {
     const NAME: &'static str = "AddAuthorizationRole";
     const IDEMPOTENT: bool = false;
     type Response = i32;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -693,16 +790,19 @@ impl x::SchemaType for AddCustomFieldDefRequestType {
 }
 impl x::Structure for AddCustomFieldDefRequestType {}
 impl std::fmt::Debug for AddCustomFieldDefRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddCustomFieldDefRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddCustomFieldDefRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddCustomFieldDefRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -719,6 +819,7 @@ impl x::Fields for AddCustomFieldDefRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -731,9 +832,11 @@ impl x::Request for AddCustomFieldDefRequestType {
     const NAME: &'static str = "AddCustomFieldDef";
     const IDEMPOTENT: bool = false;
     type Response = CustomFieldDef;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -753,16 +856,19 @@ impl x::SchemaType for AddDVPortgroupRequestType {
 }
 impl x::Structure for AddDVPortgroupRequestType {}
 impl std::fmt::Debug for AddDVPortgroupRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddDVPortgroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddDVPortgroupRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddDVPortgroupRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -771,6 +877,7 @@ impl Clone for AddDVPortgroupRequestType {
     }
 }
 impl x::Fields for AddDVPortgroupRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -784,6 +891,7 @@ impl x::Fields for AddDVPortgroupRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("spec", &self.spec);
@@ -793,15 +901,18 @@ impl x::Request for AddDVPortgroupRequestType {
     const NAME: &'static str = "AddDVPortgroup_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddDisksRequestType`.
 #[derive(Default)]
 pub struct AddDisksRequestType {
@@ -810,21 +921,29 @@ pub struct AddDisksRequestType {
     /// `disk`.
     pub disk: Vec<HostScsiDisk>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddDisksRequestType {
     const TYPE_NAME: &'static str = "AddDisksRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddDisksRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddDisksRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddDisksRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddDisksRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AddDisksRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -832,7 +951,9 @@ impl Clone for AddDisksRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddDisksRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -846,24 +967,29 @@ impl x::Fields for AddDisksRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("disk", &self.disk);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddDisksRequestType {
     const NAME: &'static str = "AddDisks_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddFilterEntitiesRequestType`.
 #[derive(Default)]
 pub struct AddFilterEntitiesRequestType {
@@ -874,21 +1000,29 @@ pub struct AddFilterEntitiesRequestType {
     /// `entities`.
     pub entities: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddFilterEntitiesRequestType {
     const TYPE_NAME: &'static str = "AddFilterEntitiesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddFilterEntitiesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddFilterEntitiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddFilterEntitiesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddFilterEntitiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AddFilterEntitiesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -897,7 +1031,9 @@ impl Clone for AddFilterEntitiesRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddFilterEntitiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -912,25 +1048,30 @@ impl x::Fields for AddFilterEntitiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
         w.write_vec("entities", &self.entities);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddFilterEntitiesRequestType {
     const NAME: &'static str = "AddFilterEntities";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddFilterRequestType`.
 #[derive(Default)]
 pub struct AddFilterRequestType {
@@ -943,21 +1084,29 @@ pub struct AddFilterRequestType {
     /// `infoIds`.
     pub info_ids: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddFilterRequestType {
     const TYPE_NAME: &'static str = "AddFilterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddFilterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddFilterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddFilterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddFilterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AddFilterRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -967,7 +1116,9 @@ impl Clone for AddFilterRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddFilterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -983,6 +1134,7 @@ impl x::Fields for AddFilterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
@@ -990,13 +1142,16 @@ impl x::Fields for AddFilterRequestType {
         w.write_vec("infoIds", &self.info_ids);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddFilterRequestType {
     const NAME: &'static str = "AddFilter";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1026,16 +1181,19 @@ impl x::SchemaType for AddGuestAliasRequestType {
 }
 impl x::Structure for AddGuestAliasRequestType {}
 impl std::fmt::Debug for AddGuestAliasRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddGuestAliasRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddGuestAliasRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddGuestAliasRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1054,6 +1212,7 @@ impl x::Fields for AddGuestAliasRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1068,9 +1227,11 @@ impl x::Request for AddGuestAliasRequestType {
     const NAME: &'static str = "AddGuestAlias";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1096,16 +1257,19 @@ impl x::SchemaType for AddHostRequestType {
 }
 impl x::Structure for AddHostRequestType {}
 impl std::fmt::Debug for AddHostRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddHostRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddHostRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddHostRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1122,6 +1286,7 @@ impl x::Fields for AddHostRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1134,15 +1299,18 @@ impl x::Request for AddHostRequestType {
     const NAME: &'static str = "AddHost_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddInternetScsiSendTargetsRequestType`.
 #[derive(Default)]
 pub struct AddInternetScsiSendTargetsRequestType {
@@ -1153,21 +1321,29 @@ pub struct AddInternetScsiSendTargetsRequestType {
     /// `targets`.
     pub targets: Vec<HostInternetScsiHbaSendTarget>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddInternetScsiSendTargetsRequestType {
     const TYPE_NAME: &'static str = "AddInternetScsiSendTargetsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddInternetScsiSendTargetsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddInternetScsiSendTargetsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddInternetScsiSendTargetsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddInternetScsiSendTargetsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AddInternetScsiSendTargetsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1176,7 +1352,9 @@ impl Clone for AddInternetScsiSendTargetsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddInternetScsiSendTargetsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1191,25 +1369,30 @@ impl x::Fields for AddInternetScsiSendTargetsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaDevice", &self.i_scsi_hba_device);
         w.write_vec("targets", &self.targets);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddInternetScsiSendTargetsRequestType {
     const NAME: &'static str = "AddInternetScsiSendTargets";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddInternetScsiStaticTargetsRequestType`.
 #[derive(Default)]
 pub struct AddInternetScsiStaticTargetsRequestType {
@@ -1220,11 +1403,15 @@ pub struct AddInternetScsiStaticTargetsRequestType {
     /// `targets`.
     pub targets: Vec<HostInternetScsiHbaStaticTarget>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddInternetScsiStaticTargetsRequestType {
     const TYPE_NAME: &'static str = "AddInternetScsiStaticTargetsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddInternetScsiStaticTargetsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddInternetScsiStaticTargetsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1233,12 +1420,16 @@ impl std::fmt::Debug for AddInternetScsiStaticTargetsRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddInternetScsiStaticTargetsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AddInternetScsiStaticTargetsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1247,7 +1438,9 @@ impl Clone for AddInternetScsiStaticTargetsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddInternetScsiStaticTargetsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1262,25 +1455,30 @@ impl x::Fields for AddInternetScsiStaticTargetsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaDevice", &self.i_scsi_hba_device);
         w.write_vec("targets", &self.targets);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddInternetScsiStaticTargetsRequestType {
     const NAME: &'static str = "AddInternetScsiStaticTargets";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddKeyRequestType`.
 #[derive(Clone, Default)]
 pub struct AddKeyRequestType {
@@ -1289,21 +1487,29 @@ pub struct AddKeyRequestType {
     /// `key`.
     pub key: CryptoKeyPlain,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddKeyRequestType {
     const TYPE_NAME: &'static str = "AddKeyRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddKeyRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddKeyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddKeyRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddKeyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddKeyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1317,24 +1523,29 @@ impl x::Fields for AddKeyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("key", &self.key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddKeyRequestType {
     const NAME: &'static str = "AddKey";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddKeysRequestType`.
 #[derive(Default)]
 pub struct AddKeysRequestType {
@@ -1343,21 +1554,29 @@ pub struct AddKeysRequestType {
     /// `keys`.
     pub keys: Vec<CryptoKeyPlain>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddKeysRequestType {
     const TYPE_NAME: &'static str = "AddKeysRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddKeysRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddKeysRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddKeysRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddKeysRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AddKeysRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1365,7 +1584,9 @@ impl Clone for AddKeysRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddKeysRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1379,24 +1600,29 @@ impl x::Fields for AddKeysRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("keys", &self.keys);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddKeysRequestType {
     const NAME: &'static str = "AddKeys";
     const IDEMPOTENT: bool = false;
     type Response = Vec<CryptoKeyResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddLicenseRequestType`.
 #[derive(Default)]
 pub struct AddLicenseRequestType {
@@ -1407,21 +1633,29 @@ pub struct AddLicenseRequestType {
     /// `labels`.
     pub labels: Vec<KeyValue>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddLicenseRequestType {
     const TYPE_NAME: &'static str = "AddLicenseRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddLicenseRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddLicenseRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddLicenseRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddLicenseRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AddLicenseRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1430,7 +1664,9 @@ impl Clone for AddLicenseRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddLicenseRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1445,25 +1681,30 @@ impl x::Fields for AddLicenseRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("licenseKey", &self.license_key);
         w.write_vec("labels", &self.labels);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddLicenseRequestType {
     const NAME: &'static str = "AddLicense";
     const IDEMPOTENT: bool = false;
     type Response = LicenseManagerLicenseInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddMonitoredEntitiesRequestType`.
 #[derive(Default)]
 pub struct AddMonitoredEntitiesRequestType {
@@ -1474,21 +1715,29 @@ pub struct AddMonitoredEntitiesRequestType {
     /// `entities`.
     pub entities: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddMonitoredEntitiesRequestType {
     const TYPE_NAME: &'static str = "AddMonitoredEntitiesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddMonitoredEntitiesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddMonitoredEntitiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddMonitoredEntitiesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddMonitoredEntitiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AddMonitoredEntitiesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1497,7 +1746,9 @@ impl Clone for AddMonitoredEntitiesRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddMonitoredEntitiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1512,19 +1763,23 @@ impl x::Fields for AddMonitoredEntitiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
         w.write_vec("entities", &self.entities);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddMonitoredEntitiesRequestType {
     const NAME: &'static str = "AddMonitoredEntities";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1544,16 +1799,19 @@ impl x::SchemaType for AddNetworkResourcePoolRequestType {
 }
 impl x::Structure for AddNetworkResourcePoolRequestType {}
 impl std::fmt::Debug for AddNetworkResourcePoolRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddNetworkResourcePoolRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddNetworkResourcePoolRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddNetworkResourcePoolRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1562,6 +1820,7 @@ impl Clone for AddNetworkResourcePoolRequestType {
     }
 }
 impl x::Fields for AddNetworkResourcePoolRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1575,6 +1834,7 @@ impl x::Fields for AddNetworkResourcePoolRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("configSpec", &self.config_spec);
@@ -1584,15 +1844,18 @@ impl x::Request for AddNetworkResourcePoolRequestType {
     const NAME: &'static str = "AddNetworkResourcePool";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddPortGroupRequestType`.
 #[derive(Clone, Default)]
 pub struct AddPortGroupRequestType {
@@ -1601,21 +1864,29 @@ pub struct AddPortGroupRequestType {
     /// `portgrp`.
     pub portgrp: HostPortGroupSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddPortGroupRequestType {
     const TYPE_NAME: &'static str = "AddPortGroupRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddPortGroupRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddPortGroupRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddPortGroupRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddPortGroupRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddPortGroupRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1629,24 +1900,29 @@ impl x::Fields for AddPortGroupRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("portgrp", &self.portgrp);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddPortGroupRequestType {
     const NAME: &'static str = "AddPortGroup";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddServiceConsoleVirtualNicRequestType`.
 #[derive(Clone, Default)]
 pub struct AddServiceConsoleVirtualNicRequestType {
@@ -1657,21 +1933,29 @@ pub struct AddServiceConsoleVirtualNicRequestType {
     /// `nic`.
     pub nic: HostVirtualNicSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddServiceConsoleVirtualNicRequestType {
     const TYPE_NAME: &'static str = "AddServiceConsoleVirtualNicRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddServiceConsoleVirtualNicRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddServiceConsoleVirtualNicRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1686,19 +1970,23 @@ impl x::Fields for AddServiceConsoleVirtualNicRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("portgroup", &self.portgroup);
         w.write("nic", &self.nic);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddServiceConsoleVirtualNicRequestType {
     const NAME: &'static str = "AddServiceConsoleVirtualNic";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1724,16 +2012,19 @@ impl x::SchemaType for AddStandaloneHostRequestType {
 }
 impl x::Structure for AddStandaloneHostRequestType {}
 impl std::fmt::Debug for AddStandaloneHostRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddStandaloneHostRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddStandaloneHostRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddStandaloneHostRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1750,6 +2041,7 @@ impl x::Fields for AddStandaloneHostRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1762,15 +2054,18 @@ impl x::Request for AddStandaloneHostRequestType {
     const NAME: &'static str = "AddStandaloneHost_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddVirtualNicRequestType`.
 #[derive(Clone, Default)]
 pub struct AddVirtualNicRequestType {
@@ -1781,21 +2076,29 @@ pub struct AddVirtualNicRequestType {
     /// `nic`.
     pub nic: HostVirtualNicSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddVirtualNicRequestType {
     const TYPE_NAME: &'static str = "AddVirtualNicRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddVirtualNicRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddVirtualNicRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddVirtualNicRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddVirtualNicRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddVirtualNicRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1810,25 +2113,30 @@ impl x::Fields for AddVirtualNicRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("portgroup", &self.portgroup);
         w.write("nic", &self.nic);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddVirtualNicRequestType {
     const NAME: &'static str = "AddVirtualNic";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddVirtualSwitchRequestType`.
 #[derive(Clone, Default)]
 pub struct AddVirtualSwitchRequestType {
@@ -1839,21 +2147,29 @@ pub struct AddVirtualSwitchRequestType {
     /// `spec`.
     pub spec: Option<HostVirtualSwitchSpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddVirtualSwitchRequestType {
     const TYPE_NAME: &'static str = "AddVirtualSwitchRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddVirtualSwitchRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddVirtualSwitchRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddVirtualSwitchRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddVirtualSwitchRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddVirtualSwitchRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1868,19 +2184,23 @@ impl x::Fields for AddVirtualSwitchRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vswitchName", &self.vswitch_name);
         w.write_opt("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddVirtualSwitchRequestType {
     const NAME: &'static str = "AddVirtualSwitch";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "admin")]
 /// `ClearComplianceStatusRequestType`.
 #[derive(Default)]
 pub struct ClearComplianceStatusRequestType {
@@ -15,21 +16,29 @@ pub struct ClearComplianceStatusRequestType {
     /// `entity`.
     pub entity: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClearComplianceStatusRequestType {
     const TYPE_NAME: &'static str = "ClearComplianceStatusRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClearComplianceStatusRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClearComplianceStatusRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClearComplianceStatusRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClearComplianceStatusRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ClearComplianceStatusRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -38,7 +47,9 @@ impl Clone for ClearComplianceStatusRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClearComplianceStatusRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -53,46 +64,59 @@ impl x::Fields for ClearComplianceStatusRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("profile", &self.profile);
         w.write_vec("entity", &self.entity);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ClearComplianceStatusRequestType {
     const NAME: &'static str = "ClearComplianceStatus";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ClearNFSUserRequestType`.
 #[derive(Clone, Default)]
 pub struct ClearNFSUserRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClearNFSUserRequestType {
     const TYPE_NAME: &'static str = "ClearNFSUserRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClearNFSUserRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClearNFSUserRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClearNFSUserRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClearNFSUserRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClearNFSUserRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -105,44 +129,57 @@ impl x::Fields for ClearNFSUserRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ClearNFSUserRequestType {
     const NAME: &'static str = "ClearNFSUser";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ClearSystemEventLogRequestType`.
 #[derive(Clone, Default)]
 pub struct ClearSystemEventLogRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClearSystemEventLogRequestType {
     const TYPE_NAME: &'static str = "ClearSystemEventLogRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClearSystemEventLogRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClearSystemEventLogRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClearSystemEventLogRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClearSystemEventLogRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClearSystemEventLogRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -155,23 +192,28 @@ impl x::Fields for ClearSystemEventLogRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ClearSystemEventLogRequestType {
     const NAME: &'static str = "ClearSystemEventLog";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ClearTriggeredAlarmsRequestType`.
 #[derive(Clone, Default)]
 pub struct ClearTriggeredAlarmsRequestType {
@@ -180,21 +222,29 @@ pub struct ClearTriggeredAlarmsRequestType {
     /// `filter`.
     pub filter: AlarmFilterSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClearTriggeredAlarmsRequestType {
     const TYPE_NAME: &'static str = "ClearTriggeredAlarmsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClearTriggeredAlarmsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClearTriggeredAlarmsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClearTriggeredAlarmsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClearTriggeredAlarmsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClearTriggeredAlarmsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -208,18 +258,22 @@ impl x::Fields for ClearTriggeredAlarmsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filter", &self.filter);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ClearTriggeredAlarmsRequestType {
     const NAME: &'static str = "ClearTriggeredAlarms";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -243,6 +297,7 @@ impl x::SchemaType for ClearVStorageObjectControlFlagsRequestType {
 }
 impl x::Structure for ClearVStorageObjectControlFlagsRequestType {}
 impl std::fmt::Debug for ClearVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -252,11 +307,13 @@ impl std::fmt::Debug for ClearVStorageObjectControlFlagsRequestType {
     }
 }
 impl PartialEq for ClearVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClearVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -267,6 +324,7 @@ impl Clone for ClearVStorageObjectControlFlagsRequestType {
     }
 }
 impl x::Fields for ClearVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -282,6 +340,7 @@ impl x::Fields for ClearVStorageObjectControlFlagsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -293,9 +352,11 @@ impl x::Request for ClearVStorageObjectControlFlagsRequestType {
     const NAME: &'static str = "ClearVStorageObjectControlFlags";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -315,16 +376,19 @@ impl x::SchemaType for CloneSessionRequestType {
 }
 impl x::Structure for CloneSessionRequestType {}
 impl std::fmt::Debug for CloneSessionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CloneSessionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CloneSessionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CloneSessionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -338,6 +402,7 @@ impl x::Fields for CloneSessionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_secret("cloneTicket", &self.clone_ticket);
@@ -347,9 +412,11 @@ impl x::Request for CloneSessionRequestType {
     const NAME: &'static str = "CloneSession";
     const IDEMPOTENT: bool = false;
     type Response = UserSession;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -373,16 +440,19 @@ impl x::SchemaType for CloneVAppRequestType {
 }
 impl x::Structure for CloneVAppRequestType {}
 impl std::fmt::Debug for CloneVAppRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CloneVAppRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CloneVAppRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CloneVAppRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -398,6 +468,7 @@ impl x::Fields for CloneVAppRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -409,9 +480,11 @@ impl x::Request for CloneVAppRequestType {
     const NAME: &'static str = "CloneVApp_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -435,16 +508,19 @@ impl x::SchemaType for CloneVMRequestType {
 }
 impl x::Structure for CloneVMRequestType {}
 impl std::fmt::Debug for CloneVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CloneVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CloneVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CloneVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -460,6 +536,7 @@ impl x::Fields for CloneVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("folder", &self.folder);
@@ -471,9 +548,11 @@ impl x::Request for CloneVMRequestType {
     const NAME: &'static str = "CloneVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -497,16 +576,19 @@ impl x::SchemaType for CloneVStorageObjectRequestType {
 }
 impl x::Structure for CloneVStorageObjectRequestType {}
 impl std::fmt::Debug for CloneVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CloneVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CloneVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CloneVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -522,6 +604,7 @@ impl x::Fields for CloneVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -533,9 +616,11 @@ impl x::Request for CloneVStorageObjectRequestType {
     const NAME: &'static str = "CloneVStorageObject_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -555,16 +640,19 @@ impl x::SchemaType for CloseInventoryViewFolderRequestType {
 }
 impl x::Structure for CloseInventoryViewFolderRequestType {}
 impl std::fmt::Debug for CloseInventoryViewFolderRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CloseInventoryViewFolderRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CloseInventoryViewFolderRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CloseInventoryViewFolderRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -573,6 +661,7 @@ impl Clone for CloseInventoryViewFolderRequestType {
     }
 }
 impl x::Fields for CloseInventoryViewFolderRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -586,6 +675,7 @@ impl x::Fields for CloseInventoryViewFolderRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("entity", &self.entity);
@@ -595,9 +685,11 @@ impl x::Request for CloseInventoryViewFolderRequestType {
     const NAME: &'static str = "CloseInventoryViewFolder";
     const IDEMPOTENT: bool = false;
     type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -623,16 +715,19 @@ impl x::SchemaType for ClusterEnterMaintenanceModeRequestType {
 }
 impl x::Structure for ClusterEnterMaintenanceModeRequestType {}
 impl std::fmt::Debug for ClusterEnterMaintenanceModeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterEnterMaintenanceModeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterEnterMaintenanceModeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterEnterMaintenanceModeRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -643,6 +738,7 @@ impl Clone for ClusterEnterMaintenanceModeRequestType {
     }
 }
 impl x::Fields for ClusterEnterMaintenanceModeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -658,6 +754,7 @@ impl x::Fields for ClusterEnterMaintenanceModeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("host", &self.host);
@@ -672,15 +769,18 @@ impl x::Request for ClusterEnterMaintenanceModeRequestType {
     const NAME: &'static str = "ClusterEnterMaintenanceMode";
     const IDEMPOTENT: bool = false;
     type Response = ClusterEnterMaintenanceResult;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CompositeHostProfileRequestType`.
 #[derive(Default)]
 pub struct CompositeHostProfileRequestType {
@@ -699,21 +799,29 @@ pub struct CompositeHostProfileRequestType {
     /// `enableStatusToBeCopied`.
     pub enable_status_to_be_copied: Option<HostApplyProfile>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CompositeHostProfileRequestType {
     const TYPE_NAME: &'static str = "CompositeHostProfileRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CompositeHostProfileRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CompositeHostProfileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CompositeHostProfileRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CompositeHostProfileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for CompositeHostProfileRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -726,7 +834,9 @@ impl Clone for CompositeHostProfileRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CompositeHostProfileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -745,6 +855,7 @@ impl x::Fields for CompositeHostProfileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("source", &self.source);
@@ -755,19 +866,23 @@ impl x::Fields for CompositeHostProfileRequestType {
         w.write_opt("enableStatusToBeCopied", &self.enable_status_to_be_copied);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CompositeHostProfileRequestType {
     const NAME: &'static str = "CompositeHostProfile_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ComputeDiskPartitionInfoForResizeRequestType`.
 #[derive(Clone, Default)]
 pub struct ComputeDiskPartitionInfoForResizeRequestType {
@@ -780,11 +895,15 @@ pub struct ComputeDiskPartitionInfoForResizeRequestType {
     /// `partitionFormat`.
     pub partition_format: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ComputeDiskPartitionInfoForResizeRequestType {
     const TYPE_NAME: &'static str = "ComputeDiskPartitionInfoForResizeRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ComputeDiskPartitionInfoForResizeRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ComputeDiskPartitionInfoForResizeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -793,12 +912,16 @@ impl std::fmt::Debug for ComputeDiskPartitionInfoForResizeRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ComputeDiskPartitionInfoForResizeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ComputeDiskPartitionInfoForResizeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -814,6 +937,7 @@ impl x::Fields for ComputeDiskPartitionInfoForResizeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("partition", &self.partition);
@@ -821,19 +945,23 @@ impl x::Fields for ComputeDiskPartitionInfoForResizeRequestType {
         w.write_opt("partitionFormat", &self.partition_format);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ComputeDiskPartitionInfoForResizeRequestType {
     const NAME: &'static str = "ComputeDiskPartitionInfoForResize";
     const IDEMPOTENT: bool = false;
     type Response = HostDiskPartitionInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ComputeDiskPartitionInfoRequestType`.
 #[derive(Clone, Default)]
 pub struct ComputeDiskPartitionInfoRequestType {
@@ -846,21 +974,29 @@ pub struct ComputeDiskPartitionInfoRequestType {
     /// `partitionFormat`.
     pub partition_format: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ComputeDiskPartitionInfoRequestType {
     const TYPE_NAME: &'static str = "ComputeDiskPartitionInfoRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ComputeDiskPartitionInfoRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ComputeDiskPartitionInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ComputeDiskPartitionInfoRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ComputeDiskPartitionInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ComputeDiskPartitionInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -876,6 +1012,7 @@ impl x::Fields for ComputeDiskPartitionInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("devicePath", &self.device_path);
@@ -883,13 +1020,16 @@ impl x::Fields for ComputeDiskPartitionInfoRequestType {
         w.write_opt("partitionFormat", &self.partition_format);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ComputeDiskPartitionInfoRequestType {
     const NAME: &'static str = "ComputeDiskPartitionInfo";
     const IDEMPOTENT: bool = false;
     type Response = HostDiskPartitionInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -909,16 +1049,19 @@ impl x::SchemaType for ConfigureCryptoKeyRequestType {
 }
 impl x::Structure for ConfigureCryptoKeyRequestType {}
 impl std::fmt::Debug for ConfigureCryptoKeyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureCryptoKeyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureCryptoKeyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureCryptoKeyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -932,6 +1075,7 @@ impl x::Fields for ConfigureCryptoKeyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("keyId", &self.key_id);
@@ -941,9 +1085,11 @@ impl x::Request for ConfigureCryptoKeyRequestType {
     const NAME: &'static str = "ConfigureCryptoKey";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -965,16 +1111,19 @@ impl x::SchemaType for ConfigureDatastoreIORMRequestType {
 }
 impl x::Structure for ConfigureDatastoreIORMRequestType {}
 impl std::fmt::Debug for ConfigureDatastoreIORMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureDatastoreIORMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureDatastoreIORMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureDatastoreIORMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -989,6 +1138,7 @@ impl x::Fields for ConfigureDatastoreIORMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -999,9 +1149,11 @@ impl x::Request for ConfigureDatastoreIORMRequestType {
     const NAME: &'static str = "ConfigureDatastoreIORM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1023,16 +1175,19 @@ impl x::SchemaType for ConfigureDatastorePrincipalRequestType {
 }
 impl x::Structure for ConfigureDatastorePrincipalRequestType {}
 impl std::fmt::Debug for ConfigureDatastorePrincipalRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureDatastorePrincipalRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureDatastorePrincipalRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureDatastorePrincipalRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1047,6 +1202,7 @@ impl x::Fields for ConfigureDatastorePrincipalRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("userName", &self.user_name);
@@ -1057,15 +1213,18 @@ impl x::Request for ConfigureDatastorePrincipalRequestType {
     const NAME: &'static str = "ConfigureDatastorePrincipal";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ConfigureEvcModeRequestType`.
 #[derive(Clone, Default)]
 pub struct ConfigureEvcModeRequestType {
@@ -1076,21 +1235,29 @@ pub struct ConfigureEvcModeRequestType {
     /// `evcGraphicsModeKey`.
     pub evc_graphics_mode_key: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ConfigureEvcModeRequestType {
     const TYPE_NAME: &'static str = "ConfigureEvcModeRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ConfigureEvcModeRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ConfigureEvcModeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureEvcModeRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ConfigureEvcModeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ConfigureEvcModeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1105,19 +1272,23 @@ impl x::Fields for ConfigureEvcModeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("evcModeKey", &self.evc_mode_key);
         w.write_opt("evcGraphicsModeKey", &self.evc_graphics_mode_key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ConfigureEvcModeRequestType {
     const NAME: &'static str = "ConfigureEvcMode_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1139,16 +1310,19 @@ impl x::SchemaType for ConfigureHCIRequestType {
 }
 impl x::Structure for ConfigureHCIRequestType {}
 impl std::fmt::Debug for ConfigureHCIRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureHCIRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureHCIRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ConfigureHCIRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1158,6 +1332,7 @@ impl Clone for ConfigureHCIRequestType {
     }
 }
 impl x::Fields for ConfigureHCIRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1172,6 +1347,7 @@ impl x::Fields for ConfigureHCIRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("clusterSpec", &self.cluster_spec);
@@ -1182,15 +1358,18 @@ impl x::Request for ConfigureHCIRequestType {
     const NAME: &'static str = "ConfigureHCI_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ConfigureHostCacheRequestType`.
 #[derive(Clone, Default)]
 pub struct ConfigureHostCacheRequestType {
@@ -1199,21 +1378,29 @@ pub struct ConfigureHostCacheRequestType {
     /// `spec`.
     pub spec: HostCacheConfigurationSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ConfigureHostCacheRequestType {
     const TYPE_NAME: &'static str = "ConfigureHostCacheRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ConfigureHostCacheRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ConfigureHostCacheRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureHostCacheRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ConfigureHostCacheRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ConfigureHostCacheRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1227,24 +1414,29 @@ impl x::Fields for ConfigureHostCacheRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ConfigureHostCacheRequestType {
     const NAME: &'static str = "ConfigureHostCache_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ConfigureLicenseSourceRequestType`.
 #[derive(Clone, Default)]
 pub struct ConfigureLicenseSourceRequestType {
@@ -1255,21 +1447,29 @@ pub struct ConfigureLicenseSourceRequestType {
     /// `licenseSource`.
     pub license_source: AnyLicenseSource,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ConfigureLicenseSourceRequestType {
     const TYPE_NAME: &'static str = "ConfigureLicenseSourceRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ConfigureLicenseSourceRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ConfigureLicenseSourceRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureLicenseSourceRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ConfigureLicenseSourceRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ConfigureLicenseSourceRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1284,25 +1484,30 @@ impl x::Fields for ConfigureLicenseSourceRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
         w.write("licenseSource", &self.license_source);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ConfigureLicenseSourceRequestType {
     const NAME: &'static str = "ConfigureLicenseSource";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ConfigurePowerPolicyRequestType`.
 #[derive(Clone, Default)]
 pub struct ConfigurePowerPolicyRequestType {
@@ -1311,21 +1516,29 @@ pub struct ConfigurePowerPolicyRequestType {
     /// `key`.
     pub key: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ConfigurePowerPolicyRequestType {
     const TYPE_NAME: &'static str = "ConfigurePowerPolicyRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ConfigurePowerPolicyRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ConfigurePowerPolicyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigurePowerPolicyRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ConfigurePowerPolicyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ConfigurePowerPolicyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1339,18 +1552,22 @@ impl x::Fields for ConfigurePowerPolicyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("key", &self.key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ConfigurePowerPolicyRequestType {
     const NAME: &'static str = "ConfigurePowerPolicy";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1374,16 +1591,19 @@ impl x::SchemaType for ConfigureStorageDrsForPodRequestType {
 }
 impl x::Structure for ConfigureStorageDrsForPodRequestType {}
 impl std::fmt::Debug for ConfigureStorageDrsForPodRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureStorageDrsForPodRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureStorageDrsForPodRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureStorageDrsForPodRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1399,6 +1619,7 @@ impl x::Fields for ConfigureStorageDrsForPodRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("pod", &self.pod);
@@ -1410,15 +1631,18 @@ impl x::Request for ConfigureStorageDrsForPodRequestType {
     const NAME: &'static str = "ConfigureStorageDrsForPod_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ConfigureVFlashResourceExRequestType`.
 #[derive(Default)]
 pub struct ConfigureVFlashResourceExRequestType {
@@ -1427,21 +1651,29 @@ pub struct ConfigureVFlashResourceExRequestType {
     /// `devicePath`.
     pub device_path: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ConfigureVFlashResourceExRequestType {
     const TYPE_NAME: &'static str = "ConfigureVFlashResourceExRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ConfigureVFlashResourceExRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ConfigureVFlashResourceExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureVFlashResourceExRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ConfigureVFlashResourceExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ConfigureVFlashResourceExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1449,7 +1681,9 @@ impl Clone for ConfigureVFlashResourceExRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ConfigureVFlashResourceExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1463,18 +1697,22 @@ impl x::Fields for ConfigureVFlashResourceExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("devicePath", &self.device_path);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ConfigureVFlashResourceExRequestType {
     const NAME: &'static str = "ConfigureVFlashResourceEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "admin")]
 /// `ConnectNvmeControllerExRequestType`.
 #[derive(Default)]
 pub struct ConnectNvmeControllerExRequestType {
@@ -13,21 +14,29 @@ pub struct ConnectNvmeControllerExRequestType {
     /// `connectSpec`.
     pub connect_spec: Vec<HostNvmeConnectSpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ConnectNvmeControllerExRequestType {
     const TYPE_NAME: &'static str = "ConnectNvmeControllerExRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ConnectNvmeControllerExRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ConnectNvmeControllerExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConnectNvmeControllerExRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ConnectNvmeControllerExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ConnectNvmeControllerExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -35,7 +44,9 @@ impl Clone for ConnectNvmeControllerExRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ConnectNvmeControllerExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -49,24 +60,29 @@ impl x::Fields for ConnectNvmeControllerExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("connectSpec", &self.connect_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ConnectNvmeControllerExRequestType {
     const NAME: &'static str = "ConnectNvmeControllerEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ConnectNvmeControllerRequestType`.
 #[derive(Clone, Default)]
 pub struct ConnectNvmeControllerRequestType {
@@ -75,21 +91,29 @@ pub struct ConnectNvmeControllerRequestType {
     /// `connectSpec`.
     pub connect_spec: HostNvmeConnectSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ConnectNvmeControllerRequestType {
     const TYPE_NAME: &'static str = "ConnectNvmeControllerRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ConnectNvmeControllerRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ConnectNvmeControllerRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConnectNvmeControllerRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ConnectNvmeControllerRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ConnectNvmeControllerRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -103,18 +127,22 @@ impl x::Fields for ConnectNvmeControllerRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("connectSpec", &self.connect_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ConnectNvmeControllerRequestType {
     const NAME: &'static str = "ConnectNvmeController";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -132,16 +160,19 @@ impl x::SchemaType for ConsolidateVMDisksRequestType {
 }
 impl x::Structure for ConsolidateVMDisksRequestType {}
 impl std::fmt::Debug for ConsolidateVMDisksRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConsolidateVMDisksRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConsolidateVMDisksRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConsolidateVMDisksRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -154,6 +185,7 @@ impl x::Fields for ConsolidateVMDisksRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -162,9 +194,11 @@ impl x::Request for ConsolidateVMDisksRequestType {
     const NAME: &'static str = "ConsolidateVMDisks_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -184,6 +218,7 @@ impl x::SchemaType for ContinueRetrievePropertiesExRequestType {
 }
 impl x::Structure for ContinueRetrievePropertiesExRequestType {}
 impl std::fmt::Debug for ContinueRetrievePropertiesExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -193,11 +228,13 @@ impl std::fmt::Debug for ContinueRetrievePropertiesExRequestType {
     }
 }
 impl PartialEq for ContinueRetrievePropertiesExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ContinueRetrievePropertiesExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -211,6 +248,7 @@ impl x::Fields for ContinueRetrievePropertiesExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_secret("token", &self.token);
@@ -220,9 +258,11 @@ impl x::Request for ContinueRetrievePropertiesExRequestType {
     const NAME: &'static str = "ContinueRetrievePropertiesEx";
     const IDEMPOTENT: bool = false;
     type Response = RetrieveResult;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -244,6 +284,7 @@ impl x::SchemaType for ConvertNamespacePathToUuidPathRequestType {
 }
 impl x::Structure for ConvertNamespacePathToUuidPathRequestType {}
 impl std::fmt::Debug for ConvertNamespacePathToUuidPathRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -253,11 +294,13 @@ impl std::fmt::Debug for ConvertNamespacePathToUuidPathRequestType {
     }
 }
 impl PartialEq for ConvertNamespacePathToUuidPathRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConvertNamespacePathToUuidPathRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -272,6 +315,7 @@ impl x::Fields for ConvertNamespacePathToUuidPathRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("datacenter", &self.datacenter);
@@ -282,9 +326,11 @@ impl x::Request for ConvertNamespacePathToUuidPathRequestType {
     const NAME: &'static str = "ConvertNamespacePathToUuidPath";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -312,16 +358,19 @@ impl x::SchemaType for CopyDatastoreFileRequestType {
 }
 impl x::Structure for CopyDatastoreFileRequestType {}
 impl std::fmt::Debug for CopyDatastoreFileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CopyDatastoreFileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CopyDatastoreFileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CopyDatastoreFileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -339,6 +388,7 @@ impl x::Fields for CopyDatastoreFileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("sourceName", &self.source_name);
@@ -352,9 +402,11 @@ impl x::Request for CopyDatastoreFileRequestType {
     const NAME: &'static str = "CopyDatastoreFile_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -384,16 +436,19 @@ impl x::SchemaType for CopyVirtualDiskRequestType {
 }
 impl x::Structure for CopyVirtualDiskRequestType {}
 impl std::fmt::Debug for CopyVirtualDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CopyVirtualDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CopyVirtualDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CopyVirtualDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -412,6 +467,7 @@ impl x::Fields for CopyVirtualDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("sourceName", &self.source_name);
@@ -426,15 +482,18 @@ impl x::Request for CopyVirtualDiskRequestType {
     const NAME: &'static str = "CopyVirtualDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateAlarmRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateAlarmRequestType {
@@ -445,21 +504,29 @@ pub struct CreateAlarmRequestType {
     /// `spec`.
     pub spec: AnyAlarmSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateAlarmRequestType {
     const TYPE_NAME: &'static str = "CreateAlarmRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateAlarmRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateAlarmRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateAlarmRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateAlarmRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateAlarmRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -474,19 +541,23 @@ impl x::Fields for CreateAlarmRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateAlarmRequestType {
     const NAME: &'static str = "CreateAlarm";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -508,16 +579,19 @@ impl x::SchemaType for CreateChildVMRequestType {
 }
 impl x::Structure for CreateChildVMRequestType {}
 impl std::fmt::Debug for CreateChildVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateChildVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateChildVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateChildVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -532,6 +606,7 @@ impl x::Fields for CreateChildVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("config", &self.config);
@@ -542,9 +617,11 @@ impl x::Request for CreateChildVMRequestType {
     const NAME: &'static str = "CreateChildVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -566,16 +643,19 @@ impl x::SchemaType for CreateClusterExRequestType {
 }
 impl x::Structure for CreateClusterExRequestType {}
 impl std::fmt::Debug for CreateClusterExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateClusterExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateClusterExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateClusterExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -590,6 +670,7 @@ impl x::Fields for CreateClusterExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -600,9 +681,11 @@ impl x::Request for CreateClusterExRequestType {
     const NAME: &'static str = "CreateClusterEx";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -624,16 +707,19 @@ impl x::SchemaType for CreateClusterRequestType {
 }
 impl x::Structure for CreateClusterRequestType {}
 impl std::fmt::Debug for CreateClusterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateClusterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateClusterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateClusterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -648,6 +734,7 @@ impl x::Fields for CreateClusterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -658,9 +745,11 @@ impl x::Request for CreateClusterRequestType {
     const NAME: &'static str = "CreateCluster";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -680,16 +769,19 @@ impl x::SchemaType for CreateCollectorForEventsRequestType {
 }
 impl x::Structure for CreateCollectorForEventsRequestType {}
 impl std::fmt::Debug for CreateCollectorForEventsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateCollectorForEventsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateCollectorForEventsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateCollectorForEventsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -703,6 +795,7 @@ impl x::Fields for CreateCollectorForEventsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filter", &self.filter);
@@ -712,9 +805,11 @@ impl x::Request for CreateCollectorForEventsRequestType {
     const NAME: &'static str = "CreateCollectorForEvents";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -734,16 +829,19 @@ impl x::SchemaType for CreateCollectorForTasksRequestType {
 }
 impl x::Structure for CreateCollectorForTasksRequestType {}
 impl std::fmt::Debug for CreateCollectorForTasksRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateCollectorForTasksRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateCollectorForTasksRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateCollectorForTasksRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -757,6 +855,7 @@ impl x::Fields for CreateCollectorForTasksRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filter", &self.filter);
@@ -766,9 +865,11 @@ impl x::Request for CreateCollectorForTasksRequestType {
     const NAME: &'static str = "CreateCollectorForTasks";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -798,6 +899,7 @@ impl x::SchemaType for CreateCollectorWithInfoFilterForTasksRequestType {
 }
 impl x::Structure for CreateCollectorWithInfoFilterForTasksRequestType {}
 impl std::fmt::Debug for CreateCollectorWithInfoFilterForTasksRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -807,11 +909,13 @@ impl std::fmt::Debug for CreateCollectorWithInfoFilterForTasksRequestType {
     }
 }
 impl PartialEq for CreateCollectorWithInfoFilterForTasksRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateCollectorWithInfoFilterForTasksRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -826,6 +930,7 @@ impl x::Fields for CreateCollectorWithInfoFilterForTasksRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0300, "operation CreateCollectorWithInfoFilterForTasks", true);
         w.write("_this", &self.this);
@@ -837,9 +942,11 @@ impl x::Request for CreateCollectorWithInfoFilterForTasksRequestType {
     const NAME: &'static str = "CreateCollectorWithInfoFilterForTasks";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -863,16 +970,19 @@ impl x::SchemaType for CreateContainerViewRequestType {
 }
 impl x::Structure for CreateContainerViewRequestType {}
 impl std::fmt::Debug for CreateContainerViewRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateContainerViewRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateContainerViewRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CreateContainerViewRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -883,6 +993,7 @@ impl Clone for CreateContainerViewRequestType {
     }
 }
 impl x::Fields for CreateContainerViewRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -898,6 +1009,7 @@ impl x::Fields for CreateContainerViewRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("container", &self.container);
@@ -909,9 +1021,11 @@ impl x::Request for CreateContainerViewRequestType {
     const NAME: &'static str = "CreateContainerView";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -931,16 +1045,19 @@ impl x::SchemaType for CreateCustomizationSpecRequestType {
 }
 impl x::Structure for CreateCustomizationSpecRequestType {}
 impl std::fmt::Debug for CreateCustomizationSpecRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateCustomizationSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateCustomizationSpecRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateCustomizationSpecRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -954,6 +1071,7 @@ impl x::Fields for CreateCustomizationSpecRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("item", &self.item);
@@ -963,9 +1081,11 @@ impl x::Request for CreateCustomizationSpecRequestType {
     const NAME: &'static str = "CreateCustomizationSpec";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -985,16 +1105,19 @@ impl x::SchemaType for CreateDVPortgroupRequestType {
 }
 impl x::Structure for CreateDVPortgroupRequestType {}
 impl std::fmt::Debug for CreateDVPortgroupRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateDVPortgroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateDVPortgroupRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateDVPortgroupRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1008,6 +1131,7 @@ impl x::Fields for CreateDVPortgroupRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1017,9 +1141,11 @@ impl x::Request for CreateDVPortgroupRequestType {
     const NAME: &'static str = "CreateDVPortgroup_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1039,16 +1165,19 @@ impl x::SchemaType for CreateDVSRequestType {
 }
 impl x::Structure for CreateDVSRequestType {}
 impl std::fmt::Debug for CreateDVSRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateDVSRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateDVSRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateDVSRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1062,6 +1191,7 @@ impl x::Fields for CreateDVSRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1071,9 +1201,11 @@ impl x::Request for CreateDVSRequestType {
     const NAME: &'static str = "CreateDVS_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1093,16 +1225,19 @@ impl x::SchemaType for CreateDatacenterRequestType {
 }
 impl x::Structure for CreateDatacenterRequestType {}
 impl std::fmt::Debug for CreateDatacenterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateDatacenterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateDatacenterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateDatacenterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1116,6 +1251,7 @@ impl x::Fields for CreateDatacenterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -1125,15 +1261,18 @@ impl x::Request for CreateDatacenterRequestType {
     const NAME: &'static str = "CreateDatacenter";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateDefaultProfileRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateDefaultProfileRequestType {
@@ -1146,21 +1285,29 @@ pub struct CreateDefaultProfileRequestType {
     /// `profile`.
     pub profile: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateDefaultProfileRequestType {
     const TYPE_NAME: &'static str = "CreateDefaultProfileRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateDefaultProfileRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateDefaultProfileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateDefaultProfileRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateDefaultProfileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateDefaultProfileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1176,6 +1323,7 @@ impl x::Fields for CreateDefaultProfileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("profileType", &self.profile_type);
@@ -1183,13 +1331,16 @@ impl x::Fields for CreateDefaultProfileRequestType {
         w.write_opt("profile", &self.profile);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateDefaultProfileRequestType {
     const NAME: &'static str = "CreateDefaultProfile";
     const IDEMPOTENT: bool = false;
     type Response = AnyApplyProfile;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1211,16 +1362,19 @@ impl x::SchemaType for CreateDescriptorRequestType {
 }
 impl x::Structure for CreateDescriptorRequestType {}
 impl std::fmt::Debug for CreateDescriptorRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateDescriptorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateDescriptorRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateDescriptorRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1235,6 +1389,7 @@ impl x::Fields for CreateDescriptorRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("obj", &self.obj);
@@ -1245,15 +1400,18 @@ impl x::Request for CreateDescriptorRequestType {
     const NAME: &'static str = "CreateDescriptor";
     const IDEMPOTENT: bool = false;
     type Response = OvfCreateDescriptorResult;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateDiagnosticPartitionRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateDiagnosticPartitionRequestType {
@@ -1262,21 +1420,29 @@ pub struct CreateDiagnosticPartitionRequestType {
     /// `spec`.
     pub spec: HostDiagnosticPartitionCreateSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateDiagnosticPartitionRequestType {
     const TYPE_NAME: &'static str = "CreateDiagnosticPartitionRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateDiagnosticPartitionRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateDiagnosticPartitionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateDiagnosticPartitionRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateDiagnosticPartitionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateDiagnosticPartitionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1290,18 +1456,22 @@ impl x::Fields for CreateDiagnosticPartitionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateDiagnosticPartitionRequestType {
     const NAME: &'static str = "CreateDiagnosticPartition";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1327,16 +1497,19 @@ impl x::SchemaType for CreateDirectoryRequestType {
 }
 impl x::Structure for CreateDirectoryRequestType {}
 impl std::fmt::Debug for CreateDirectoryRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateDirectoryRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateDirectoryRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateDirectoryRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1353,6 +1526,7 @@ impl x::Fields for CreateDirectoryRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -1365,9 +1539,11 @@ impl x::Request for CreateDirectoryRequestType {
     const NAME: &'static str = "CreateDirectory";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1411,16 +1587,19 @@ impl x::SchemaType for CreateDiskFromSnapshotRequestType {
 }
 impl x::Structure for CreateDiskFromSnapshotRequestType {}
 impl std::fmt::Debug for CreateDiskFromSnapshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateDiskFromSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateDiskFromSnapshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CreateDiskFromSnapshotRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1438,6 +1617,7 @@ impl Clone for CreateDiskFromSnapshotRequestType {
     }
 }
 impl x::Fields for CreateDiskFromSnapshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1460,6 +1640,7 @@ impl x::Fields for CreateDiskFromSnapshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -1502,9 +1683,11 @@ impl x::Request for CreateDiskFromSnapshotRequestType {
     const NAME: &'static str = "CreateDiskFromSnapshot_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1524,16 +1707,19 @@ impl x::SchemaType for CreateDiskRequestType {
 }
 impl x::Structure for CreateDiskRequestType {}
 impl std::fmt::Debug for CreateDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1547,6 +1733,7 @@ impl x::Fields for CreateDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1556,9 +1743,11 @@ impl x::Request for CreateDiskRequestType {
     const NAME: &'static str = "CreateDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1580,16 +1769,19 @@ impl x::SchemaType for CreateFilterRequestType {
 }
 impl x::Structure for CreateFilterRequestType {}
 impl std::fmt::Debug for CreateFilterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateFilterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateFilterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateFilterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1604,6 +1796,7 @@ impl x::Fields for CreateFilterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1614,9 +1807,11 @@ impl x::Request for CreateFilterRequestType {
     const NAME: &'static str = "CreateFilter";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1636,16 +1831,19 @@ impl x::SchemaType for CreateFolderRequestType {
 }
 impl x::Structure for CreateFolderRequestType {}
 impl std::fmt::Debug for CreateFolderRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateFolderRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateFolderRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateFolderRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1659,6 +1857,7 @@ impl x::Fields for CreateFolderRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -1668,15 +1867,18 @@ impl x::Request for CreateFolderRequestType {
     const NAME: &'static str = "CreateFolder";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateGroupRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateGroupRequestType {
@@ -1685,21 +1887,29 @@ pub struct CreateGroupRequestType {
     /// `group`.
     pub group: AnyHostAccountSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateGroupRequestType {
     const TYPE_NAME: &'static str = "CreateGroupRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateGroupRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateGroupRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateGroupRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateGroupRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateGroupRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1713,18 +1923,22 @@ impl x::Fields for CreateGroupRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("group", &self.group);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateGroupRequestType {
     const NAME: &'static str = "CreateGroup";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1750,16 +1964,19 @@ impl x::SchemaType for CreateImportSpecRequestType {
 }
 impl x::Structure for CreateImportSpecRequestType {}
 impl std::fmt::Debug for CreateImportSpecRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateImportSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateImportSpecRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateImportSpecRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1776,6 +1993,7 @@ impl x::Fields for CreateImportSpecRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("ovfDescriptor", &self.ovf_descriptor);
@@ -1788,9 +2006,11 @@ impl x::Request for CreateImportSpecRequestType {
     const NAME: &'static str = "CreateImportSpec";
     const IDEMPOTENT: bool = false;
     type Response = OvfCreateImportSpecResult;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1808,16 +2028,19 @@ impl x::SchemaType for CreateInventoryViewRequestType {
 }
 impl x::Structure for CreateInventoryViewRequestType {}
 impl std::fmt::Debug for CreateInventoryViewRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateInventoryViewRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateInventoryViewRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateInventoryViewRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1830,6 +2053,7 @@ impl x::Fields for CreateInventoryViewRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1838,15 +2062,18 @@ impl x::Request for CreateInventoryViewRequestType {
     const NAME: &'static str = "CreateInventoryView";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateIpPoolRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateIpPoolRequestType {
@@ -1857,21 +2084,29 @@ pub struct CreateIpPoolRequestType {
     /// `pool`.
     pub pool: IpPool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateIpPoolRequestType {
     const TYPE_NAME: &'static str = "CreateIpPoolRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateIpPoolRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateIpPoolRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateIpPoolRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateIpPoolRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateIpPoolRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1886,19 +2121,23 @@ impl x::Fields for CreateIpPoolRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("dc", &self.dc);
         w.write("pool", &self.pool);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateIpPoolRequestType {
     const NAME: &'static str = "CreateIpPool";
     const IDEMPOTENT: bool = false;
     type Response = i32;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1918,16 +2157,19 @@ impl x::SchemaType for CreateListViewFromViewRequestType {
 }
 impl x::Structure for CreateListViewFromViewRequestType {}
 impl std::fmt::Debug for CreateListViewFromViewRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateListViewFromViewRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateListViewFromViewRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateListViewFromViewRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1941,6 +2183,7 @@ impl x::Fields for CreateListViewFromViewRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("view", &self.view);
@@ -1950,9 +2193,11 @@ impl x::Request for CreateListViewFromViewRequestType {
     const NAME: &'static str = "CreateListViewFromView";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1972,16 +2217,19 @@ impl x::SchemaType for CreateListViewRequestType {
 }
 impl x::Structure for CreateListViewRequestType {}
 impl std::fmt::Debug for CreateListViewRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateListViewRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateListViewRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CreateListViewRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1990,6 +2238,7 @@ impl Clone for CreateListViewRequestType {
     }
 }
 impl x::Fields for CreateListViewRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2003,6 +2252,7 @@ impl x::Fields for CreateListViewRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("obj", &self.obj);
@@ -2012,9 +2262,11 @@ impl x::Request for CreateListViewRequestType {
     const NAME: &'static str = "CreateListView";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2036,16 +2288,19 @@ impl x::SchemaType for CreateLocalDatastoreRequestType {
 }
 impl x::Structure for CreateLocalDatastoreRequestType {}
 impl std::fmt::Debug for CreateLocalDatastoreRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateLocalDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateLocalDatastoreRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateLocalDatastoreRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2060,6 +2315,7 @@ impl x::Fields for CreateLocalDatastoreRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -2070,9 +2326,11 @@ impl x::Request for CreateLocalDatastoreRequestType {
     const NAME: &'static str = "CreateLocalDatastore";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2092,16 +2350,19 @@ impl x::SchemaType for CreateNasDatastoreRequestType {
 }
 impl x::Structure for CreateNasDatastoreRequestType {}
 impl std::fmt::Debug for CreateNasDatastoreRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateNasDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateNasDatastoreRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateNasDatastoreRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2115,6 +2376,7 @@ impl x::Fields for CreateNasDatastoreRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -2124,15 +2386,18 @@ impl x::Request for CreateNasDatastoreRequestType {
     const NAME: &'static str = "CreateNasDatastore";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateNvdimmNamespaceRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateNvdimmNamespaceRequestType {
@@ -2141,21 +2406,29 @@ pub struct CreateNvdimmNamespaceRequestType {
     /// `createSpec`.
     pub create_spec: NvdimmNamespaceCreateSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateNvdimmNamespaceRequestType {
     const TYPE_NAME: &'static str = "CreateNvdimmNamespaceRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateNvdimmNamespaceRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateNvdimmNamespaceRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateNvdimmNamespaceRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateNvdimmNamespaceRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateNvdimmNamespaceRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2169,24 +2442,29 @@ impl x::Fields for CreateNvdimmNamespaceRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("createSpec", &self.create_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateNvdimmNamespaceRequestType {
     const NAME: &'static str = "CreateNvdimmNamespace_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateNvdimmPMemNamespaceRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateNvdimmPMemNamespaceRequestType {
@@ -2195,21 +2473,29 @@ pub struct CreateNvdimmPMemNamespaceRequestType {
     /// `createSpec`.
     pub create_spec: NvdimmPMemNamespaceCreateSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateNvdimmPMemNamespaceRequestType {
     const TYPE_NAME: &'static str = "CreateNvdimmPMemNamespaceRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateNvdimmPMemNamespaceRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateNvdimmPMemNamespaceRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateNvdimmPMemNamespaceRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateNvdimmPMemNamespaceRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateNvdimmPMemNamespaceRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2223,24 +2509,29 @@ impl x::Fields for CreateNvdimmPMemNamespaceRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("createSpec", &self.create_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateNvdimmPMemNamespaceRequestType {
     const NAME: &'static str = "CreateNvdimmPMemNamespace_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateNvmeOverRdmaAdapterRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateNvmeOverRdmaAdapterRequestType {
@@ -2249,21 +2540,29 @@ pub struct CreateNvmeOverRdmaAdapterRequestType {
     /// `rdmaDeviceName`.
     pub rdma_device_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateNvmeOverRdmaAdapterRequestType {
     const TYPE_NAME: &'static str = "CreateNvmeOverRdmaAdapterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateNvmeOverRdmaAdapterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateNvmeOverRdmaAdapterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateNvmeOverRdmaAdapterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateNvmeOverRdmaAdapterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateNvmeOverRdmaAdapterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2277,24 +2576,29 @@ impl x::Fields for CreateNvmeOverRdmaAdapterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("rdmaDeviceName", &self.rdma_device_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateNvmeOverRdmaAdapterRequestType {
     const NAME: &'static str = "CreateNvmeOverRdmaAdapter";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateObjectScheduledTaskRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateObjectScheduledTaskRequestType {
@@ -2305,21 +2609,29 @@ pub struct CreateObjectScheduledTaskRequestType {
     /// `spec`.
     pub spec: AnyScheduledTaskSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateObjectScheduledTaskRequestType {
     const TYPE_NAME: &'static str = "CreateObjectScheduledTaskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateObjectScheduledTaskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateObjectScheduledTaskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateObjectScheduledTaskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateObjectScheduledTaskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateObjectScheduledTaskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2334,19 +2646,23 @@ impl x::Fields for CreateObjectScheduledTaskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("obj", &self.obj);
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateObjectScheduledTaskRequestType {
     const NAME: &'static str = "CreateObjectScheduledTask";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2366,16 +2682,19 @@ impl x::SchemaType for CreatePerfIntervalRequestType {
 }
 impl x::Structure for CreatePerfIntervalRequestType {}
 impl std::fmt::Debug for CreatePerfIntervalRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreatePerfIntervalRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreatePerfIntervalRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreatePerfIntervalRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2389,6 +2708,7 @@ impl x::Fields for CreatePerfIntervalRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("intervalId", &self.interval_id);
@@ -2398,15 +2718,18 @@ impl x::Request for CreatePerfIntervalRequestType {
     const NAME: &'static str = "CreatePerfInterval";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateProfileRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateProfileRequestType {
@@ -2415,21 +2738,29 @@ pub struct CreateProfileRequestType {
     /// `createSpec`.
     pub create_spec: AnyProfileCreateSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateProfileRequestType {
     const TYPE_NAME: &'static str = "CreateProfileRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateProfileRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateProfileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateProfileRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateProfileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateProfileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2443,18 +2774,22 @@ impl x::Fields for CreateProfileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("createSpec", &self.create_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateProfileRequestType {
     const NAME: &'static str = "CreateProfile";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2472,16 +2807,19 @@ impl x::SchemaType for CreatePropertyCollectorRequestType {
 }
 impl x::Structure for CreatePropertyCollectorRequestType {}
 impl std::fmt::Debug for CreatePropertyCollectorRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreatePropertyCollectorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreatePropertyCollectorRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreatePropertyCollectorRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2494,6 +2832,7 @@ impl x::Fields for CreatePropertyCollectorRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2502,9 +2841,11 @@ impl x::Request for CreatePropertyCollectorRequestType {
     const NAME: &'static str = "CreatePropertyCollector";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2532,16 +2873,19 @@ impl x::SchemaType for CreateRegistryKeyInGuestRequestType {
 }
 impl x::Structure for CreateRegistryKeyInGuestRequestType {}
 impl std::fmt::Debug for CreateRegistryKeyInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateRegistryKeyInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateRegistryKeyInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateRegistryKeyInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2559,6 +2903,7 @@ impl x::Fields for CreateRegistryKeyInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -2572,9 +2917,11 @@ impl x::Request for CreateRegistryKeyInGuestRequestType {
     const NAME: &'static str = "CreateRegistryKeyInGuest";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2596,16 +2943,19 @@ impl x::SchemaType for CreateResourcePoolRequestType {
 }
 impl x::Structure for CreateResourcePoolRequestType {}
 impl std::fmt::Debug for CreateResourcePoolRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateResourcePoolRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateResourcePoolRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateResourcePoolRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2620,6 +2970,7 @@ impl x::Fields for CreateResourcePoolRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -2630,15 +2981,18 @@ impl x::Request for CreateResourcePoolRequestType {
     const NAME: &'static str = "CreateResourcePool";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateScheduledTaskRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateScheduledTaskRequestType {
@@ -2649,21 +3003,29 @@ pub struct CreateScheduledTaskRequestType {
     /// `spec`.
     pub spec: AnyScheduledTaskSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateScheduledTaskRequestType {
     const TYPE_NAME: &'static str = "CreateScheduledTaskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateScheduledTaskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateScheduledTaskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateScheduledTaskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateScheduledTaskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateScheduledTaskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2678,19 +3040,23 @@ impl x::Fields for CreateScheduledTaskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateScheduledTaskRequestType {
     const NAME: &'static str = "CreateScheduledTask";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2708,16 +3074,19 @@ impl x::SchemaType for CreateScreenshotRequestType {
 }
 impl x::Structure for CreateScreenshotRequestType {}
 impl std::fmt::Debug for CreateScreenshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateScreenshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateScreenshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateScreenshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2730,6 +3099,7 @@ impl x::Fields for CreateScreenshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2738,9 +3108,11 @@ impl x::Request for CreateScreenshotRequestType {
     const NAME: &'static str = "CreateScreenshot_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2762,16 +3134,19 @@ impl x::SchemaType for CreateSecondaryVMExRequestType {
 }
 impl x::Structure for CreateSecondaryVMExRequestType {}
 impl std::fmt::Debug for CreateSecondaryVMExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateSecondaryVMExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateSecondaryVMExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateSecondaryVMExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2786,6 +3161,7 @@ impl x::Fields for CreateSecondaryVMExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -2796,9 +3172,11 @@ impl x::Request for CreateSecondaryVMExRequestType {
     const NAME: &'static str = "CreateSecondaryVMEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2818,16 +3196,19 @@ impl x::SchemaType for CreateSecondaryVMRequestType {
 }
 impl x::Structure for CreateSecondaryVMRequestType {}
 impl std::fmt::Debug for CreateSecondaryVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateSecondaryVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateSecondaryVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateSecondaryVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2841,6 +3222,7 @@ impl x::Fields for CreateSecondaryVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -2850,9 +3232,11 @@ impl x::Request for CreateSecondaryVMRequestType {
     const NAME: &'static str = "CreateSecondaryVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2878,16 +3262,19 @@ impl x::SchemaType for CreateSnapshotExRequestType {
 }
 impl x::Structure for CreateSnapshotExRequestType {}
 impl std::fmt::Debug for CreateSnapshotExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateSnapshotExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateSnapshotExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateSnapshotExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2904,6 +3291,7 @@ impl x::Fields for CreateSnapshotExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -2916,9 +3304,11 @@ impl x::Request for CreateSnapshotExRequestType {
     const NAME: &'static str = "CreateSnapshotEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2944,16 +3334,19 @@ impl x::SchemaType for CreateSnapshotRequestType {
 }
 impl x::Structure for CreateSnapshotRequestType {}
 impl std::fmt::Debug for CreateSnapshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateSnapshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateSnapshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2970,6 +3363,7 @@ impl x::Fields for CreateSnapshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -2982,15 +3376,18 @@ impl x::Request for CreateSnapshotRequestType {
     const NAME: &'static str = "CreateSnapshot_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateSoftwareAdapterRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateSoftwareAdapterRequestType {
@@ -2999,21 +3396,29 @@ pub struct CreateSoftwareAdapterRequestType {
     /// `spec`.
     pub spec: AnyHostHbaCreateSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateSoftwareAdapterRequestType {
     const TYPE_NAME: &'static str = "CreateSoftwareAdapterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateSoftwareAdapterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateSoftwareAdapterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateSoftwareAdapterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateSoftwareAdapterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateSoftwareAdapterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3027,18 +3432,22 @@ impl x::Fields for CreateSoftwareAdapterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateSoftwareAdapterRequestType {
     const NAME: &'static str = "CreateSoftwareAdapter";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -3058,16 +3467,19 @@ impl x::SchemaType for CreateStoragePodRequestType {
 }
 impl x::Structure for CreateStoragePodRequestType {}
 impl std::fmt::Debug for CreateStoragePodRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateStoragePodRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateStoragePodRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateStoragePodRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3081,6 +3493,7 @@ impl x::Fields for CreateStoragePodRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -3090,9 +3503,11 @@ impl x::Request for CreateStoragePodRequestType {
     const NAME: &'static str = "CreateStoragePod";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -3122,16 +3537,19 @@ impl x::SchemaType for CreateTaskRequestType {
 }
 impl x::Structure for CreateTaskRequestType {}
 impl std::fmt::Debug for CreateTaskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateTaskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateTaskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateTaskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3150,6 +3568,7 @@ impl x::Fields for CreateTaskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("obj", &self.obj);
@@ -3164,9 +3583,11 @@ impl x::Request for CreateTaskRequestType {
     const NAME: &'static str = "CreateTask";
     const IDEMPOTENT: bool = false;
     type Response = TaskInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -3194,6 +3615,7 @@ impl x::SchemaType for CreateTemporaryDirectoryInGuestRequestType {
 }
 impl x::Structure for CreateTemporaryDirectoryInGuestRequestType {}
 impl std::fmt::Debug for CreateTemporaryDirectoryInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -3203,11 +3625,13 @@ impl std::fmt::Debug for CreateTemporaryDirectoryInGuestRequestType {
     }
 }
 impl PartialEq for CreateTemporaryDirectoryInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateTemporaryDirectoryInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3225,6 +3649,7 @@ impl x::Fields for CreateTemporaryDirectoryInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -3238,9 +3663,11 @@ impl x::Request for CreateTemporaryDirectoryInGuestRequestType {
     const NAME: &'static str = "CreateTemporaryDirectoryInGuest";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -3268,16 +3695,19 @@ impl x::SchemaType for CreateTemporaryFileInGuestRequestType {
 }
 impl x::Structure for CreateTemporaryFileInGuestRequestType {}
 impl std::fmt::Debug for CreateTemporaryFileInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateTemporaryFileInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateTemporaryFileInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateTemporaryFileInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3295,6 +3725,7 @@ impl x::Fields for CreateTemporaryFileInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -3308,191 +3739,11 @@ impl x::Request for CreateTemporaryFileInGuestRequestType {
     const NAME: &'static str = "CreateTemporaryFileInGuest";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `CreateUserRequestType`.
-#[derive(Clone, Default)]
-pub struct CreateUserRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `user`.
-    pub user: AnyHostAccountSpec,
-}
-impl x::SchemaType for CreateUserRequestType {
-    const TYPE_NAME: &'static str = "CreateUserRequestType";
-}
-impl x::Structure for CreateUserRequestType {}
-impl std::fmt::Debug for CreateUserRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CreateUserRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CreateUserRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CreateUserRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "user" => r.read(&mut self.user),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("user", &self.user);
-    }
-}
-impl x::Request for CreateUserRequestType {
-    const NAME: &'static str = "CreateUser";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `CreateVAppRequestType`.
-#[derive(Clone, Default)]
-pub struct CreateVAppRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `name`.
-    pub name: String,
-    /// `resSpec`.
-    pub res_spec: ResourceConfigSpec,
-    /// `configSpec`.
-    pub config_spec: VAppConfigSpec,
-    /// `vmFolder`.
-    pub vm_folder: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for CreateVAppRequestType {
-    const TYPE_NAME: &'static str = "CreateVAppRequestType";
-}
-impl x::Structure for CreateVAppRequestType {}
-impl std::fmt::Debug for CreateVAppRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CreateVAppRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CreateVAppRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CreateVAppRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "name" => r.read(&mut self.name),
-            "resSpec" => r.read(&mut self.res_spec),
-            "configSpec" => r.read(&mut self.config_spec),
-            "vmFolder" => r.read_opt(&mut self.vm_folder),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("name", &self.name);
-        w.write("resSpec", &self.res_spec);
-        w.write("configSpec", &self.config_spec);
-        w.write_opt("vmFolder", &self.vm_folder);
-    }
-}
-impl x::Request for CreateVAppRequestType {
-    const NAME: &'static str = "CreateVApp";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `CreateVMRequestType`.
-#[derive(Clone, Default)]
-pub struct CreateVMRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `config`.
-    pub config: VirtualMachineConfigSpec,
-    /// `pool`.
-    pub pool: x::ManagedObjectReference,
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for CreateVMRequestType {
-    const TYPE_NAME: &'static str = "CreateVMRequestType";
-}
-impl x::Structure for CreateVMRequestType {}
-impl std::fmt::Debug for CreateVMRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CreateVMRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CreateVMRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CreateVMRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "config" => r.read(&mut self.config),
-            "pool" => r.read(&mut self.pool),
-            "host" => r.read_opt(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("config", &self.config);
-        w.write("pool", &self.pool);
-        w.write_opt("host", &self.host);
-    }
-}
-impl x::Request for CreateVMRequestType {
-    const NAME: &'static str = "CreateVM_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

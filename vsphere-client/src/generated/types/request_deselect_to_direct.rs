@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "admin")]
 /// `DeselectVnicForNicTypeRequestType`.
 #[derive(Clone, Default)]
 pub struct DeselectVnicForNicTypeRequestType {
@@ -15,21 +16,29 @@ pub struct DeselectVnicForNicTypeRequestType {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DeselectVnicForNicTypeRequestType {
     const TYPE_NAME: &'static str = "DeselectVnicForNicTypeRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DeselectVnicForNicTypeRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DeselectVnicForNicTypeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeselectVnicForNicTypeRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DeselectVnicForNicTypeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DeselectVnicForNicTypeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -44,46 +53,59 @@ impl x::Fields for DeselectVnicForNicTypeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("nicType", &self.nic_type);
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DeselectVnicForNicTypeRequestType {
     const NAME: &'static str = "DeselectVnicForNicType";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DeselectVnicRequestType`.
 #[derive(Clone, Default)]
 pub struct DeselectVnicRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DeselectVnicRequestType {
     const TYPE_NAME: &'static str = "DeselectVnicRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DeselectVnicRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DeselectVnicRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeselectVnicRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DeselectVnicRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DeselectVnicRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -96,17 +118,21 @@ impl x::Fields for DeselectVnicRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DeselectVnicRequestType {
     const NAME: &'static str = "DeselectVnic";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -124,16 +150,19 @@ impl x::SchemaType for DestroyChildrenRequestType {
 }
 impl x::Structure for DestroyChildrenRequestType {}
 impl std::fmt::Debug for DestroyChildrenRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyChildrenRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyChildrenRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyChildrenRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -146,6 +175,7 @@ impl x::Fields for DestroyChildrenRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -154,9 +184,11 @@ impl x::Request for DestroyChildrenRequestType {
     const NAME: &'static str = "DestroyChildren";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -174,16 +206,19 @@ impl x::SchemaType for DestroyCollectorRequestType {
 }
 impl x::Structure for DestroyCollectorRequestType {}
 impl std::fmt::Debug for DestroyCollectorRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyCollectorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyCollectorRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyCollectorRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -196,6 +231,7 @@ impl x::Fields for DestroyCollectorRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -204,9 +240,11 @@ impl x::Request for DestroyCollectorRequestType {
     const NAME: &'static str = "DestroyCollector";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -224,16 +262,19 @@ impl x::SchemaType for DestroyDatastoreRequestType {
 }
 impl x::Structure for DestroyDatastoreRequestType {}
 impl std::fmt::Debug for DestroyDatastoreRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyDatastoreRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyDatastoreRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -246,6 +287,7 @@ impl x::Fields for DestroyDatastoreRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -254,15 +296,18 @@ impl x::Request for DestroyDatastoreRequestType {
     const NAME: &'static str = "DestroyDatastore";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DestroyIpPoolRequestType`.
 #[derive(Clone, Default)]
 pub struct DestroyIpPoolRequestType {
@@ -275,21 +320,29 @@ pub struct DestroyIpPoolRequestType {
     /// `force`.
     pub force: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DestroyIpPoolRequestType {
     const TYPE_NAME: &'static str = "DestroyIpPoolRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DestroyIpPoolRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DestroyIpPoolRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyIpPoolRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DestroyIpPoolRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DestroyIpPoolRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -305,6 +358,7 @@ impl x::Fields for DestroyIpPoolRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("dc", &self.dc);
@@ -312,13 +366,16 @@ impl x::Fields for DestroyIpPoolRequestType {
         w.write("force", &self.force);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DestroyIpPoolRequestType {
     const NAME: &'static str = "DestroyIpPool";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -336,16 +393,19 @@ impl x::SchemaType for DestroyNetworkRequestType {
 }
 impl x::Structure for DestroyNetworkRequestType {}
 impl std::fmt::Debug for DestroyNetworkRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyNetworkRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyNetworkRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyNetworkRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -358,6 +418,7 @@ impl x::Fields for DestroyNetworkRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -366,36 +427,47 @@ impl x::Request for DestroyNetworkRequestType {
     const NAME: &'static str = "DestroyNetwork";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DestroyProfileRequestType`.
 #[derive(Clone, Default)]
 pub struct DestroyProfileRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DestroyProfileRequestType {
     const TYPE_NAME: &'static str = "DestroyProfileRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DestroyProfileRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DestroyProfileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyProfileRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DestroyProfileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DestroyProfileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -408,17 +480,21 @@ impl x::Fields for DestroyProfileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DestroyProfileRequestType {
     const NAME: &'static str = "DestroyProfile";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -436,16 +512,19 @@ impl x::SchemaType for DestroyPropertyCollectorRequestType {
 }
 impl x::Structure for DestroyPropertyCollectorRequestType {}
 impl std::fmt::Debug for DestroyPropertyCollectorRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyPropertyCollectorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyPropertyCollectorRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyPropertyCollectorRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -458,6 +537,7 @@ impl x::Fields for DestroyPropertyCollectorRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -466,9 +546,11 @@ impl x::Request for DestroyPropertyCollectorRequestType {
     const NAME: &'static str = "DestroyPropertyCollector";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -486,16 +568,19 @@ impl x::SchemaType for DestroyPropertyFilterRequestType {
 }
 impl x::Structure for DestroyPropertyFilterRequestType {}
 impl std::fmt::Debug for DestroyPropertyFilterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyPropertyFilterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyPropertyFilterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyPropertyFilterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -508,6 +593,7 @@ impl x::Fields for DestroyPropertyFilterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -516,9 +602,11 @@ impl x::Request for DestroyPropertyFilterRequestType {
     const NAME: &'static str = "DestroyPropertyFilter";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -536,16 +624,19 @@ impl x::SchemaType for DestroyRequestType {
 }
 impl x::Structure for DestroyRequestType {}
 impl std::fmt::Debug for DestroyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -558,6 +649,7 @@ impl x::Fields for DestroyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -566,15 +658,18 @@ impl x::Request for DestroyRequestType {
     const NAME: &'static str = "Destroy_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DestroyVffsRequestType`.
 #[derive(Clone, Default)]
 pub struct DestroyVffsRequestType {
@@ -583,21 +678,29 @@ pub struct DestroyVffsRequestType {
     /// `vffsPath`.
     pub vffs_path: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DestroyVffsRequestType {
     const TYPE_NAME: &'static str = "DestroyVffsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DestroyVffsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DestroyVffsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyVffsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DestroyVffsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DestroyVffsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -611,18 +714,22 @@ impl x::Fields for DestroyVffsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vffsPath", &self.vffs_path);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DestroyVffsRequestType {
     const NAME: &'static str = "DestroyVffs";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -640,16 +747,19 @@ impl x::SchemaType for DestroyViewRequestType {
 }
 impl x::Structure for DestroyViewRequestType {}
 impl std::fmt::Debug for DestroyViewRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyViewRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyViewRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyViewRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -662,6 +772,7 @@ impl x::Fields for DestroyViewRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -670,9 +781,11 @@ impl x::Request for DestroyViewRequestType {
     const NAME: &'static str = "DestroyView";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -692,16 +805,19 @@ impl x::SchemaType for DetachDiskRequestType {
 }
 impl x::Structure for DetachDiskRequestType {}
 impl std::fmt::Debug for DetachDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DetachDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DetachDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DetachDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -715,6 +831,7 @@ impl x::Fields for DetachDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("diskId", &self.disk_id);
@@ -724,15 +841,18 @@ impl x::Request for DetachDiskRequestType {
     const NAME: &'static str = "DetachDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DetachScsiLunExRequestType`.
 #[derive(Default)]
 pub struct DetachScsiLunExRequestType {
@@ -741,21 +861,29 @@ pub struct DetachScsiLunExRequestType {
     /// `lunUuid`.
     pub lun_uuid: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DetachScsiLunExRequestType {
     const TYPE_NAME: &'static str = "DetachScsiLunExRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DetachScsiLunExRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DetachScsiLunExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DetachScsiLunExRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DetachScsiLunExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for DetachScsiLunExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -763,7 +891,9 @@ impl Clone for DetachScsiLunExRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DetachScsiLunExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -777,24 +907,29 @@ impl x::Fields for DetachScsiLunExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("lunUuid", &self.lun_uuid);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DetachScsiLunExRequestType {
     const NAME: &'static str = "DetachScsiLunEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DetachScsiLunRequestType`.
 #[derive(Clone, Default)]
 pub struct DetachScsiLunRequestType {
@@ -803,21 +938,29 @@ pub struct DetachScsiLunRequestType {
     /// `lunUuid`.
     pub lun_uuid: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DetachScsiLunRequestType {
     const TYPE_NAME: &'static str = "DetachScsiLunRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DetachScsiLunRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DetachScsiLunRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DetachScsiLunRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DetachScsiLunRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DetachScsiLunRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -831,18 +974,22 @@ impl x::Fields for DetachScsiLunRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("lunUuid", &self.lun_uuid);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DetachScsiLunRequestType {
     const NAME: &'static str = "DetachScsiLun";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -866,16 +1013,19 @@ impl x::SchemaType for DetachTagFromVStorageObjectRequestType {
 }
 impl x::Structure for DetachTagFromVStorageObjectRequestType {}
 impl std::fmt::Debug for DetachTagFromVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DetachTagFromVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DetachTagFromVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DetachTagFromVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -891,6 +1041,7 @@ impl x::Fields for DetachTagFromVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -902,9 +1053,11 @@ impl x::Request for DetachTagFromVStorageObjectRequestType {
     const NAME: &'static str = "DetachTagFromVStorageObject";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -930,6 +1083,7 @@ impl x::SchemaType for DirectPathProfileManagerCreateRequestType {
 }
 impl x::Structure for DirectPathProfileManagerCreateRequestType {}
 impl std::fmt::Debug for DirectPathProfileManagerCreateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -939,11 +1093,13 @@ impl std::fmt::Debug for DirectPathProfileManagerCreateRequestType {
     }
 }
 impl PartialEq for DirectPathProfileManagerCreateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerCreateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -957,6 +1113,7 @@ impl x::Fields for DirectPathProfileManagerCreateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "operation DirectPathProfileManagerCreate", true);
         w.write("_this", &self.this);
@@ -967,9 +1124,11 @@ impl x::Request for DirectPathProfileManagerCreateRequestType {
     const NAME: &'static str = "DirectPathProfileManagerCreate";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -995,6 +1154,7 @@ impl x::SchemaType for DirectPathProfileManagerDeleteRequestType {
 }
 impl x::Structure for DirectPathProfileManagerDeleteRequestType {}
 impl std::fmt::Debug for DirectPathProfileManagerDeleteRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1004,11 +1164,13 @@ impl std::fmt::Debug for DirectPathProfileManagerDeleteRequestType {
     }
 }
 impl PartialEq for DirectPathProfileManagerDeleteRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerDeleteRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1022,6 +1184,7 @@ impl x::Fields for DirectPathProfileManagerDeleteRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "operation DirectPathProfileManagerDelete", true);
         w.write("_this", &self.this);
@@ -1032,9 +1195,11 @@ impl x::Request for DirectPathProfileManagerDeleteRequestType {
     const NAME: &'static str = "DirectPathProfileManagerDelete";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1060,6 +1225,7 @@ impl x::SchemaType for DirectPathProfileManagerListRequestType {
 }
 impl x::Structure for DirectPathProfileManagerListRequestType {}
 impl std::fmt::Debug for DirectPathProfileManagerListRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1069,11 +1235,13 @@ impl std::fmt::Debug for DirectPathProfileManagerListRequestType {
     }
 }
 impl PartialEq for DirectPathProfileManagerListRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerListRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1087,6 +1255,7 @@ impl x::Fields for DirectPathProfileManagerListRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "operation DirectPathProfileManagerList", true);
         w.write("_this", &self.this);
@@ -1097,9 +1266,11 @@ impl x::Request for DirectPathProfileManagerListRequestType {
     const NAME: &'static str = "DirectPathProfileManagerList";
     const IDEMPOTENT: bool = false;
     type Response = Vec<DirectPathProfileInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1129,6 +1300,7 @@ impl x::SchemaType for DirectPathProfileManagerQueryCapacityRequestType {
 }
 impl x::Structure for DirectPathProfileManagerQueryCapacityRequestType {}
 impl std::fmt::Debug for DirectPathProfileManagerQueryCapacityRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1138,11 +1310,13 @@ impl std::fmt::Debug for DirectPathProfileManagerQueryCapacityRequestType {
     }
 }
 impl PartialEq for DirectPathProfileManagerQueryCapacityRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DirectPathProfileManagerQueryCapacityRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1152,6 +1326,7 @@ impl Clone for DirectPathProfileManagerQueryCapacityRequestType {
     }
 }
 impl x::Fields for DirectPathProfileManagerQueryCapacityRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1166,6 +1341,7 @@ impl x::Fields for DirectPathProfileManagerQueryCapacityRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "operation DirectPathProfileManagerQueryCapacity", true);
         w.write("_this", &self.this);
@@ -1177,9 +1353,11 @@ impl x::Request for DirectPathProfileManagerQueryCapacityRequestType {
     const NAME: &'static str = "DirectPathProfileManagerQueryCapacity";
     const IDEMPOTENT: bool = false;
     type Response = Vec<AnyDirectPathProfileManagerCapacityResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1209,6 +1387,7 @@ impl x::SchemaType for DirectPathProfileManagerUpdateRequestType {
 }
 impl x::Structure for DirectPathProfileManagerUpdateRequestType {}
 impl std::fmt::Debug for DirectPathProfileManagerUpdateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1218,11 +1397,13 @@ impl std::fmt::Debug for DirectPathProfileManagerUpdateRequestType {
     }
 }
 impl PartialEq for DirectPathProfileManagerUpdateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerUpdateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1237,6 +1418,7 @@ impl x::Fields for DirectPathProfileManagerUpdateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "operation DirectPathProfileManagerUpdate", true);
         w.write("_this", &self.this);
@@ -1248,9 +1430,11 @@ impl x::Request for DirectPathProfileManagerUpdateRequestType {
     const NAME: &'static str = "DirectPathProfileManagerUpdate";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -20,16 +20,19 @@ impl x::SchemaType for ReconnectHostRequestType {
 }
 impl x::Structure for ReconnectHostRequestType {}
 impl std::fmt::Debug for ReconnectHostRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconnectHostRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReconnectHostRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReconnectHostRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -44,6 +47,7 @@ impl x::Fields for ReconnectHostRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("cnxSpec", &self.cnx_spec);
@@ -54,9 +58,11 @@ impl x::Request for ReconnectHostRequestType {
     const NAME: &'static str = "ReconnectHost_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -76,16 +82,19 @@ impl x::SchemaType for RectifyDvsHostRequestType {
 }
 impl x::Structure for RectifyDvsHostRequestType {}
 impl std::fmt::Debug for RectifyDvsHostRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RectifyDvsHostRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RectifyDvsHostRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RectifyDvsHostRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -94,6 +103,7 @@ impl Clone for RectifyDvsHostRequestType {
     }
 }
 impl x::Fields for RectifyDvsHostRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -107,6 +117,7 @@ impl x::Fields for RectifyDvsHostRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("hosts", &self.hosts);
@@ -116,9 +127,11 @@ impl x::Request for RectifyDvsHostRequestType {
     const NAME: &'static str = "RectifyDvsHost_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -138,16 +151,19 @@ impl x::SchemaType for RectifyDvsOnHostRequestType {
 }
 impl x::Structure for RectifyDvsOnHostRequestType {}
 impl std::fmt::Debug for RectifyDvsOnHostRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RectifyDvsOnHostRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RectifyDvsOnHostRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RectifyDvsOnHostRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -156,6 +172,7 @@ impl Clone for RectifyDvsOnHostRequestType {
     }
 }
 impl x::Fields for RectifyDvsOnHostRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -169,6 +186,7 @@ impl x::Fields for RectifyDvsOnHostRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("hosts", &self.hosts);
@@ -178,9 +196,11 @@ impl x::Request for RectifyDvsOnHostRequestType {
     const NAME: &'static str = "RectifyDvsOnHost_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -200,16 +220,19 @@ impl x::SchemaType for RefreshDVPortStateRequestType {
 }
 impl x::Structure for RefreshDVPortStateRequestType {}
 impl std::fmt::Debug for RefreshDVPortStateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshDVPortStateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RefreshDVPortStateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RefreshDVPortStateRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -218,6 +241,7 @@ impl Clone for RefreshDVPortStateRequestType {
     }
 }
 impl x::Fields for RefreshDVPortStateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -231,6 +255,7 @@ impl x::Fields for RefreshDVPortStateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("portKeys", &self.port_keys);
@@ -240,9 +265,11 @@ impl x::Request for RefreshDVPortStateRequestType {
     const NAME: &'static str = "RefreshDVPortState";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -260,16 +287,19 @@ impl x::SchemaType for RefreshDatastoreRequestType {
 }
 impl x::Structure for RefreshDatastoreRequestType {}
 impl std::fmt::Debug for RefreshDatastoreRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RefreshDatastoreRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RefreshDatastoreRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -282,6 +312,7 @@ impl x::Fields for RefreshDatastoreRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -290,9 +321,11 @@ impl x::Request for RefreshDatastoreRequestType {
     const NAME: &'static str = "RefreshDatastore";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -310,16 +343,19 @@ impl x::SchemaType for RefreshDatastoreStorageInfoRequestType {
 }
 impl x::Structure for RefreshDatastoreStorageInfoRequestType {}
 impl std::fmt::Debug for RefreshDatastoreStorageInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshDatastoreStorageInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RefreshDatastoreStorageInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RefreshDatastoreStorageInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -332,6 +368,7 @@ impl x::Fields for RefreshDatastoreStorageInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -340,36 +377,47 @@ impl x::Request for RefreshDatastoreStorageInfoRequestType {
     const NAME: &'static str = "RefreshDatastoreStorageInfo";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RefreshDateTimeSystemRequestType`.
 #[derive(Clone, Default)]
 pub struct RefreshDateTimeSystemRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RefreshDateTimeSystemRequestType {
     const TYPE_NAME: &'static str = "RefreshDateTimeSystemRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RefreshDateTimeSystemRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RefreshDateTimeSystemRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshDateTimeSystemRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RefreshDateTimeSystemRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RefreshDateTimeSystemRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -382,44 +430,57 @@ impl x::Fields for RefreshDateTimeSystemRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RefreshDateTimeSystemRequestType {
     const NAME: &'static str = "RefreshDateTimeSystem";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RefreshFirewallRequestType`.
 #[derive(Clone, Default)]
 pub struct RefreshFirewallRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RefreshFirewallRequestType {
     const TYPE_NAME: &'static str = "RefreshFirewallRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RefreshFirewallRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RefreshFirewallRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshFirewallRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RefreshFirewallRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RefreshFirewallRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -432,44 +493,57 @@ impl x::Fields for RefreshFirewallRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RefreshFirewallRequestType {
     const NAME: &'static str = "RefreshFirewall";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RefreshGraphicsManagerRequestType`.
 #[derive(Clone, Default)]
 pub struct RefreshGraphicsManagerRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RefreshGraphicsManagerRequestType {
     const TYPE_NAME: &'static str = "RefreshGraphicsManagerRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RefreshGraphicsManagerRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RefreshGraphicsManagerRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshGraphicsManagerRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RefreshGraphicsManagerRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RefreshGraphicsManagerRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -482,44 +556,57 @@ impl x::Fields for RefreshGraphicsManagerRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RefreshGraphicsManagerRequestType {
     const NAME: &'static str = "RefreshGraphicsManager";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RefreshHealthStatusSystemRequestType`.
 #[derive(Clone, Default)]
 pub struct RefreshHealthStatusSystemRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RefreshHealthStatusSystemRequestType {
     const TYPE_NAME: &'static str = "RefreshHealthStatusSystemRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RefreshHealthStatusSystemRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RefreshHealthStatusSystemRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshHealthStatusSystemRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RefreshHealthStatusSystemRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RefreshHealthStatusSystemRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -532,44 +619,57 @@ impl x::Fields for RefreshHealthStatusSystemRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RefreshHealthStatusSystemRequestType {
     const NAME: &'static str = "RefreshHealthStatusSystem";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RefreshNetworkSystemRequestType`.
 #[derive(Clone, Default)]
 pub struct RefreshNetworkSystemRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RefreshNetworkSystemRequestType {
     const TYPE_NAME: &'static str = "RefreshNetworkSystemRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RefreshNetworkSystemRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RefreshNetworkSystemRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshNetworkSystemRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RefreshNetworkSystemRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RefreshNetworkSystemRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -582,17 +682,21 @@ impl x::Fields for RefreshNetworkSystemRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RefreshNetworkSystemRequestType {
     const NAME: &'static str = "RefreshNetworkSystem";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -610,16 +714,19 @@ impl x::SchemaType for RefreshRecommendationRequestType {
 }
 impl x::Structure for RefreshRecommendationRequestType {}
 impl std::fmt::Debug for RefreshRecommendationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshRecommendationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RefreshRecommendationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RefreshRecommendationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -632,6 +739,7 @@ impl x::Fields for RefreshRecommendationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -640,36 +748,47 @@ impl x::Request for RefreshRecommendationRequestType {
     const NAME: &'static str = "RefreshRecommendation";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RefreshRequestType`.
 #[derive(Clone, Default)]
 pub struct RefreshRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RefreshRequestType {
     const TYPE_NAME: &'static str = "RefreshRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RefreshRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RefreshRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RefreshRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RefreshRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -682,17 +801,21 @@ impl x::Fields for RefreshRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RefreshRequestType {
     const NAME: &'static str = "Refresh";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -710,16 +833,19 @@ impl x::SchemaType for RefreshRuntimeRequestType {
 }
 impl x::Structure for RefreshRuntimeRequestType {}
 impl std::fmt::Debug for RefreshRuntimeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshRuntimeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RefreshRuntimeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RefreshRuntimeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -732,6 +858,7 @@ impl x::Fields for RefreshRuntimeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -740,36 +867,47 @@ impl x::Request for RefreshRuntimeRequestType {
     const NAME: &'static str = "RefreshRuntime";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RefreshServicesRequestType`.
 #[derive(Clone, Default)]
 pub struct RefreshServicesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RefreshServicesRequestType {
     const TYPE_NAME: &'static str = "RefreshServicesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RefreshServicesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RefreshServicesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshServicesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RefreshServicesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RefreshServicesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -782,17 +920,21 @@ impl x::Fields for RefreshServicesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RefreshServicesRequestType {
     const NAME: &'static str = "RefreshServices";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -812,6 +954,7 @@ impl x::SchemaType for RefreshStorageDrsRecommendationRequestType {
 }
 impl x::Structure for RefreshStorageDrsRecommendationRequestType {}
 impl std::fmt::Debug for RefreshStorageDrsRecommendationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -821,11 +964,13 @@ impl std::fmt::Debug for RefreshStorageDrsRecommendationRequestType {
     }
 }
 impl PartialEq for RefreshStorageDrsRecommendationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RefreshStorageDrsRecommendationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -839,6 +984,7 @@ impl x::Fields for RefreshStorageDrsRecommendationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("pod", &self.pod);
@@ -848,9 +994,11 @@ impl x::Request for RefreshStorageDrsRecommendationRequestType {
     const NAME: &'static str = "RefreshStorageDrsRecommendation";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -870,6 +1018,7 @@ impl x::SchemaType for RefreshStorageDrsRecommendationsForPodRequestType {
 }
 impl x::Structure for RefreshStorageDrsRecommendationsForPodRequestType {}
 impl std::fmt::Debug for RefreshStorageDrsRecommendationsForPodRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -879,11 +1028,13 @@ impl std::fmt::Debug for RefreshStorageDrsRecommendationsForPodRequestType {
     }
 }
 impl PartialEq for RefreshStorageDrsRecommendationsForPodRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RefreshStorageDrsRecommendationsForPodRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -897,6 +1048,7 @@ impl x::Fields for RefreshStorageDrsRecommendationsForPodRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("pod", &self.pod);
@@ -906,9 +1058,11 @@ impl x::Request for RefreshStorageDrsRecommendationsForPodRequestType {
     const NAME: &'static str = "RefreshStorageDrsRecommendationsForPod_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -926,16 +1080,19 @@ impl x::SchemaType for RefreshStorageInfoRequestType {
 }
 impl x::Structure for RefreshStorageInfoRequestType {}
 impl std::fmt::Debug for RefreshStorageInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshStorageInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RefreshStorageInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RefreshStorageInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -948,6 +1105,7 @@ impl x::Fields for RefreshStorageInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -956,36 +1114,47 @@ impl x::Request for RefreshStorageInfoRequestType {
     const NAME: &'static str = "RefreshStorageInfo";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RefreshStorageSystemRequestType`.
 #[derive(Clone, Default)]
 pub struct RefreshStorageSystemRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RefreshStorageSystemRequestType {
     const TYPE_NAME: &'static str = "RefreshStorageSystemRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RefreshStorageSystemRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RefreshStorageSystemRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshStorageSystemRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RefreshStorageSystemRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RefreshStorageSystemRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -998,17 +1167,21 @@ impl x::Fields for RefreshStorageSystemRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RefreshStorageSystemRequestType {
     const NAME: &'static str = "RefreshStorageSystem";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1032,16 +1205,19 @@ impl x::SchemaType for RegisterChildVMRequestType {
 }
 impl x::Structure for RegisterChildVMRequestType {}
 impl std::fmt::Debug for RegisterChildVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RegisterChildVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RegisterChildVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RegisterChildVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1057,6 +1233,7 @@ impl x::Fields for RegisterChildVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("path", &self.path);
@@ -1068,9 +1245,11 @@ impl x::Request for RegisterChildVMRequestType {
     const NAME: &'static str = "RegisterChildVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1096,16 +1275,19 @@ impl x::SchemaType for RegisterDiskRequestType {
 }
 impl x::Structure for RegisterDiskRequestType {}
 impl std::fmt::Debug for RegisterDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RegisterDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RegisterDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RegisterDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1121,6 +1303,7 @@ impl x::Fields for RegisterDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("path", &self.path);
@@ -1134,15 +1317,18 @@ impl x::Request for RegisterDiskRequestType {
     const NAME: &'static str = "RegisterDisk";
     const IDEMPOTENT: bool = false;
     type Response = VStorageObject;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RegisterExtensionRequestType`.
 #[derive(Clone, Default)]
 pub struct RegisterExtensionRequestType {
@@ -1151,21 +1337,29 @@ pub struct RegisterExtensionRequestType {
     /// `extension`.
     pub extension: Extension,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RegisterExtensionRequestType {
     const TYPE_NAME: &'static str = "RegisterExtensionRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RegisterExtensionRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RegisterExtensionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RegisterExtensionRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RegisterExtensionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RegisterExtensionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1179,24 +1373,29 @@ impl x::Fields for RegisterExtensionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("extension", &self.extension);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RegisterExtensionRequestType {
     const NAME: &'static str = "RegisterExtension";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RegisterHealthUpdateProviderRequestType`.
 #[derive(Default)]
 pub struct RegisterHealthUpdateProviderRequestType {
@@ -1207,11 +1406,15 @@ pub struct RegisterHealthUpdateProviderRequestType {
     /// `healthUpdateInfo`.
     pub health_update_info: Vec<HealthUpdateInfo>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RegisterHealthUpdateProviderRequestType {
     const TYPE_NAME: &'static str = "RegisterHealthUpdateProviderRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RegisterHealthUpdateProviderRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RegisterHealthUpdateProviderRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1220,12 +1423,16 @@ impl std::fmt::Debug for RegisterHealthUpdateProviderRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RegisterHealthUpdateProviderRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RegisterHealthUpdateProviderRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1234,7 +1441,9 @@ impl Clone for RegisterHealthUpdateProviderRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RegisterHealthUpdateProviderRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1249,25 +1458,30 @@ impl x::Fields for RegisterHealthUpdateProviderRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
         w.write_vec("healthUpdateInfo", &self.health_update_info);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RegisterHealthUpdateProviderRequestType {
     const NAME: &'static str = "RegisterHealthUpdateProvider";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RegisterKmipServerRequestType`.
 #[derive(Clone, Default)]
 pub struct RegisterKmipServerRequestType {
@@ -1276,21 +1490,29 @@ pub struct RegisterKmipServerRequestType {
     /// `server`.
     pub server: KmipServerSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RegisterKmipServerRequestType {
     const TYPE_NAME: &'static str = "RegisterKmipServerRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RegisterKmipServerRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RegisterKmipServerRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RegisterKmipServerRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RegisterKmipServerRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RegisterKmipServerRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1304,24 +1526,29 @@ impl x::Fields for RegisterKmipServerRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("server", &self.server);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RegisterKmipServerRequestType {
     const NAME: &'static str = "RegisterKmipServer";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RegisterKmsClusterRequestType`.
 #[derive(Clone, Default)]
 pub struct RegisterKmsClusterRequestType {
@@ -1332,21 +1559,29 @@ pub struct RegisterKmsClusterRequestType {
     /// `managementType`.
     pub management_type: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RegisterKmsClusterRequestType {
     const TYPE_NAME: &'static str = "RegisterKmsClusterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RegisterKmsClusterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RegisterKmsClusterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RegisterKmsClusterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RegisterKmsClusterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RegisterKmsClusterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1361,19 +1596,23 @@ impl x::Fields for RegisterKmsClusterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("clusterId", &self.cluster_id);
         w.write_opt("managementType", &self.management_type);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RegisterKmsClusterRequestType {
     const NAME: &'static str = "RegisterKmsCluster";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1401,16 +1640,19 @@ impl x::SchemaType for RegisterVMRequestType {
 }
 impl x::Structure for RegisterVMRequestType {}
 impl std::fmt::Debug for RegisterVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RegisterVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RegisterVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RegisterVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1428,6 +1670,7 @@ impl x::Fields for RegisterVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("path", &self.path);
@@ -1441,9 +1684,11 @@ impl x::Request for RegisterVMRequestType {
     const NAME: &'static str = "RegisterVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

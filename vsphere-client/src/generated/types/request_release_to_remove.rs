@@ -20,16 +20,19 @@ impl x::SchemaType for ReleaseCredentialsInGuestRequestType {
 }
 impl x::Structure for ReleaseCredentialsInGuestRequestType {}
 impl std::fmt::Debug for ReleaseCredentialsInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReleaseCredentialsInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReleaseCredentialsInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReleaseCredentialsInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -44,6 +47,7 @@ impl x::Fields for ReleaseCredentialsInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -54,15 +58,18 @@ impl x::Request for ReleaseCredentialsInGuestRequestType {
     const NAME: &'static str = "ReleaseCredentialsInGuest";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ReleaseIpAllocationRequestType`.
 #[derive(Clone, Default)]
 pub struct ReleaseIpAllocationRequestType {
@@ -75,21 +82,29 @@ pub struct ReleaseIpAllocationRequestType {
     /// `allocationId`.
     pub allocation_id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ReleaseIpAllocationRequestType {
     const TYPE_NAME: &'static str = "ReleaseIpAllocationRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ReleaseIpAllocationRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ReleaseIpAllocationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReleaseIpAllocationRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ReleaseIpAllocationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ReleaseIpAllocationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -105,6 +120,7 @@ impl x::Fields for ReleaseIpAllocationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("dc", &self.dc);
@@ -112,13 +128,16 @@ impl x::Fields for ReleaseIpAllocationRequestType {
         w.write("allocationId", &self.allocation_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ReleaseIpAllocationRequestType {
     const NAME: &'static str = "ReleaseIpAllocation";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -140,16 +159,19 @@ impl x::SchemaType for ReleaseManagedSnapshotRequestType {
 }
 impl x::Structure for ReleaseManagedSnapshotRequestType {}
 impl std::fmt::Debug for ReleaseManagedSnapshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReleaseManagedSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReleaseManagedSnapshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReleaseManagedSnapshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -164,6 +186,7 @@ impl x::Fields for ReleaseManagedSnapshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vdisk", &self.vdisk);
@@ -174,9 +197,11 @@ impl x::Request for ReleaseManagedSnapshotRequestType {
     const NAME: &'static str = "ReleaseManagedSnapshot";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -194,16 +219,19 @@ impl x::SchemaType for ReloadRequestType {
 }
 impl x::Structure for ReloadRequestType {}
 impl std::fmt::Debug for ReloadRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReloadRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReloadRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReloadRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -216,6 +244,7 @@ impl x::Fields for ReloadRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -224,9 +253,11 @@ impl x::Request for ReloadRequestType {
     const NAME: &'static str = "Reload";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -248,16 +279,19 @@ impl x::SchemaType for RelocateVMRequestType {
 }
 impl x::Structure for RelocateVMRequestType {}
 impl std::fmt::Debug for RelocateVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RelocateVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RelocateVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RelocateVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -272,6 +306,7 @@ impl x::Fields for RelocateVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -282,9 +317,11 @@ impl x::Request for RelocateVMRequestType {
     const NAME: &'static str = "RelocateVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -308,16 +345,19 @@ impl x::SchemaType for RelocateVStorageObjectRequestType {
 }
 impl x::Structure for RelocateVStorageObjectRequestType {}
 impl std::fmt::Debug for RelocateVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RelocateVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RelocateVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RelocateVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -333,6 +373,7 @@ impl x::Fields for RelocateVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -344,36 +385,47 @@ impl x::Request for RelocateVStorageObjectRequestType {
     const NAME: &'static str = "RelocateVStorageObject_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveAlarmRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveAlarmRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveAlarmRequestType {
     const TYPE_NAME: &'static str = "RemoveAlarmRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveAlarmRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveAlarmRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveAlarmRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveAlarmRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveAlarmRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -386,17 +438,21 @@ impl x::Fields for RemoveAlarmRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveAlarmRequestType {
     const NAME: &'static str = "RemoveAlarm";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -420,16 +476,19 @@ impl x::SchemaType for RemoveAllSnapshotsRequestType {
 }
 impl x::Structure for RemoveAllSnapshotsRequestType {}
 impl std::fmt::Debug for RemoveAllSnapshotsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveAllSnapshotsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveAllSnapshotsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveAllSnapshotsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -444,6 +503,7 @@ impl x::Fields for RemoveAllSnapshotsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("consolidate", &self.consolidate);
@@ -456,15 +516,18 @@ impl x::Request for RemoveAllSnapshotsRequestType {
     const NAME: &'static str = "RemoveAllSnapshots_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveAssignedLicenseRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveAssignedLicenseRequestType {
@@ -473,21 +536,29 @@ pub struct RemoveAssignedLicenseRequestType {
     /// `entityId`.
     pub entity_id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveAssignedLicenseRequestType {
     const TYPE_NAME: &'static str = "RemoveAssignedLicenseRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveAssignedLicenseRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveAssignedLicenseRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveAssignedLicenseRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveAssignedLicenseRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveAssignedLicenseRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -501,24 +572,29 @@ impl x::Fields for RemoveAssignedLicenseRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entityId", &self.entity_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveAssignedLicenseRequestType {
     const NAME: &'static str = "RemoveAssignedLicense";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveAuthorizationRoleRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveAuthorizationRoleRequestType {
@@ -529,21 +605,29 @@ pub struct RemoveAuthorizationRoleRequestType {
     /// `failIfUsed`.
     pub fail_if_used: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveAuthorizationRoleRequestType {
     const TYPE_NAME: &'static str = "RemoveAuthorizationRoleRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveAuthorizationRoleRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveAuthorizationRoleRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveAuthorizationRoleRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveAuthorizationRoleRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveAuthorizationRoleRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -558,19 +642,23 @@ impl x::Fields for RemoveAuthorizationRoleRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("roleId", &self.role_id);
         w.write("failIfUsed", &self.fail_if_used);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveAuthorizationRoleRequestType {
     const NAME: &'static str = "RemoveAuthorizationRole";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -590,16 +678,19 @@ impl x::SchemaType for RemoveCustomFieldDefRequestType {
 }
 impl x::Structure for RemoveCustomFieldDefRequestType {}
 impl std::fmt::Debug for RemoveCustomFieldDefRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveCustomFieldDefRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveCustomFieldDefRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveCustomFieldDefRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -613,6 +704,7 @@ impl x::Fields for RemoveCustomFieldDefRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("key", &self.key);
@@ -622,9 +714,11 @@ impl x::Request for RemoveCustomFieldDefRequestType {
     const NAME: &'static str = "RemoveCustomFieldDef";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -644,16 +738,19 @@ impl x::SchemaType for RemoveDatastoreExRequestType {
 }
 impl x::Structure for RemoveDatastoreExRequestType {}
 impl std::fmt::Debug for RemoveDatastoreExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveDatastoreExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveDatastoreExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveDatastoreExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -662,6 +759,7 @@ impl Clone for RemoveDatastoreExRequestType {
     }
 }
 impl x::Fields for RemoveDatastoreExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -675,6 +773,7 @@ impl x::Fields for RemoveDatastoreExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("datastore", &self.datastore);
@@ -684,9 +783,11 @@ impl x::Request for RemoveDatastoreExRequestType {
     const NAME: &'static str = "RemoveDatastoreEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -706,16 +807,19 @@ impl x::SchemaType for RemoveDatastoreRequestType {
 }
 impl x::Structure for RemoveDatastoreRequestType {}
 impl std::fmt::Debug for RemoveDatastoreRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveDatastoreRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveDatastoreRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -729,6 +833,7 @@ impl x::Fields for RemoveDatastoreRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -738,15 +843,18 @@ impl x::Request for RemoveDatastoreRequestType {
     const NAME: &'static str = "RemoveDatastore";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveDiskMappingRequestType`.
 #[derive(Default)]
 pub struct RemoveDiskMappingRequestType {
@@ -759,21 +867,29 @@ pub struct RemoveDiskMappingRequestType {
     /// `timeout`.
     pub timeout: Option<i32>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveDiskMappingRequestType {
     const TYPE_NAME: &'static str = "RemoveDiskMappingRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveDiskMappingRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveDiskMappingRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveDiskMappingRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveDiskMappingRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RemoveDiskMappingRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -783,7 +899,9 @@ impl Clone for RemoveDiskMappingRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveDiskMappingRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -799,6 +917,7 @@ impl x::Fields for RemoveDiskMappingRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("mapping", &self.mapping);
@@ -806,19 +925,23 @@ impl x::Fields for RemoveDiskMappingRequestType {
         w.write_opt("timeout", &self.timeout);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveDiskMappingRequestType {
     const NAME: &'static str = "RemoveDiskMapping_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveDiskRequestType`.
 #[derive(Default)]
 pub struct RemoveDiskRequestType {
@@ -831,21 +954,29 @@ pub struct RemoveDiskRequestType {
     /// `timeout`.
     pub timeout: Option<i32>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveDiskRequestType {
     const TYPE_NAME: &'static str = "RemoveDiskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveDiskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveDiskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RemoveDiskRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -855,7 +986,9 @@ impl Clone for RemoveDiskRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -871,6 +1004,7 @@ impl x::Fields for RemoveDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("disk", &self.disk);
@@ -878,19 +1012,23 @@ impl x::Fields for RemoveDiskRequestType {
         w.write_opt("timeout", &self.timeout);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveDiskRequestType {
     const NAME: &'static str = "RemoveDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveEntityPermissionRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveEntityPermissionRequestType {
@@ -903,21 +1041,29 @@ pub struct RemoveEntityPermissionRequestType {
     /// `isGroup`.
     pub is_group: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveEntityPermissionRequestType {
     const TYPE_NAME: &'static str = "RemoveEntityPermissionRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveEntityPermissionRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveEntityPermissionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveEntityPermissionRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveEntityPermissionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveEntityPermissionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -933,6 +1079,7 @@ impl x::Fields for RemoveEntityPermissionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
@@ -940,19 +1087,23 @@ impl x::Fields for RemoveEntityPermissionRequestType {
         w.write("isGroup", &self.is_group);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveEntityPermissionRequestType {
     const NAME: &'static str = "RemoveEntityPermission";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveFilterEntitiesRequestType`.
 #[derive(Default)]
 pub struct RemoveFilterEntitiesRequestType {
@@ -963,21 +1114,29 @@ pub struct RemoveFilterEntitiesRequestType {
     /// `entities`.
     pub entities: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveFilterEntitiesRequestType {
     const TYPE_NAME: &'static str = "RemoveFilterEntitiesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveFilterEntitiesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveFilterEntitiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveFilterEntitiesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveFilterEntitiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RemoveFilterEntitiesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -986,7 +1145,9 @@ impl Clone for RemoveFilterEntitiesRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveFilterEntitiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1001,25 +1162,30 @@ impl x::Fields for RemoveFilterEntitiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
         w.write_vec("entities", &self.entities);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveFilterEntitiesRequestType {
     const NAME: &'static str = "RemoveFilterEntities";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveFilterRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveFilterRequestType {
@@ -1028,21 +1194,29 @@ pub struct RemoveFilterRequestType {
     /// `filterId`.
     pub filter_id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveFilterRequestType {
     const TYPE_NAME: &'static str = "RemoveFilterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveFilterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveFilterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveFilterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveFilterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveFilterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1056,24 +1230,29 @@ impl x::Fields for RemoveFilterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveFilterRequestType {
     const NAME: &'static str = "RemoveFilter";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveGroupRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveGroupRequestType {
@@ -1082,21 +1261,29 @@ pub struct RemoveGroupRequestType {
     /// `groupName`.
     pub group_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveGroupRequestType {
     const TYPE_NAME: &'static str = "RemoveGroupRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveGroupRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveGroupRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveGroupRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveGroupRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveGroupRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1110,18 +1297,22 @@ impl x::Fields for RemoveGroupRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("groupName", &self.group_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveGroupRequestType {
     const NAME: &'static str = "RemoveGroup";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1147,16 +1338,19 @@ impl x::SchemaType for RemoveGuestAliasByCertRequestType {
 }
 impl x::Structure for RemoveGuestAliasByCertRequestType {}
 impl std::fmt::Debug for RemoveGuestAliasByCertRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveGuestAliasByCertRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveGuestAliasByCertRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveGuestAliasByCertRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1173,6 +1367,7 @@ impl x::Fields for RemoveGuestAliasByCertRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1185,9 +1380,11 @@ impl x::Request for RemoveGuestAliasByCertRequestType {
     const NAME: &'static str = "RemoveGuestAliasByCert";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1215,16 +1412,19 @@ impl x::SchemaType for RemoveGuestAliasRequestType {
 }
 impl x::Structure for RemoveGuestAliasRequestType {}
 impl std::fmt::Debug for RemoveGuestAliasRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveGuestAliasRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveGuestAliasRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveGuestAliasRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1242,6 +1442,7 @@ impl x::Fields for RemoveGuestAliasRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1255,15 +1456,18 @@ impl x::Request for RemoveGuestAliasRequestType {
     const NAME: &'static str = "RemoveGuestAlias";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveInternetScsiSendTargetsRequestType`.
 #[derive(Default)]
 pub struct RemoveInternetScsiSendTargetsRequestType {
@@ -1276,11 +1480,15 @@ pub struct RemoveInternetScsiSendTargetsRequestType {
     /// `force`.
     pub force: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveInternetScsiSendTargetsRequestType {
     const TYPE_NAME: &'static str = "RemoveInternetScsiSendTargetsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveInternetScsiSendTargetsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveInternetScsiSendTargetsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1289,12 +1497,16 @@ impl std::fmt::Debug for RemoveInternetScsiSendTargetsRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveInternetScsiSendTargetsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RemoveInternetScsiSendTargetsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1304,7 +1516,9 @@ impl Clone for RemoveInternetScsiSendTargetsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveInternetScsiSendTargetsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1320,6 +1534,7 @@ impl x::Fields for RemoveInternetScsiSendTargetsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaDevice", &self.i_scsi_hba_device);
@@ -1327,19 +1542,23 @@ impl x::Fields for RemoveInternetScsiSendTargetsRequestType {
         w.write_opt("force", &self.force);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveInternetScsiSendTargetsRequestType {
     const NAME: &'static str = "RemoveInternetScsiSendTargets";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveInternetScsiStaticTargetsRequestType`.
 #[derive(Default)]
 pub struct RemoveInternetScsiStaticTargetsRequestType {
@@ -1350,11 +1569,15 @@ pub struct RemoveInternetScsiStaticTargetsRequestType {
     /// `targets`.
     pub targets: Vec<HostInternetScsiHbaStaticTarget>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveInternetScsiStaticTargetsRequestType {
     const TYPE_NAME: &'static str = "RemoveInternetScsiStaticTargetsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveInternetScsiStaticTargetsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveInternetScsiStaticTargetsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1363,12 +1586,16 @@ impl std::fmt::Debug for RemoveInternetScsiStaticTargetsRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveInternetScsiStaticTargetsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RemoveInternetScsiStaticTargetsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1377,7 +1604,9 @@ impl Clone for RemoveInternetScsiStaticTargetsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveInternetScsiStaticTargetsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1392,25 +1621,30 @@ impl x::Fields for RemoveInternetScsiStaticTargetsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaDevice", &self.i_scsi_hba_device);
         w.write_vec("targets", &self.targets);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveInternetScsiStaticTargetsRequestType {
     const NAME: &'static str = "RemoveInternetScsiStaticTargets";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveKeyRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveKeyRequestType {
@@ -1421,21 +1655,29 @@ pub struct RemoveKeyRequestType {
     /// `force`.
     pub force: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveKeyRequestType {
     const TYPE_NAME: &'static str = "RemoveKeyRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveKeyRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveKeyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveKeyRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveKeyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveKeyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1450,25 +1692,30 @@ impl x::Fields for RemoveKeyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("key", &self.key);
         w.write("force", &self.force);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveKeyRequestType {
     const NAME: &'static str = "RemoveKey";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveKeysRequestType`.
 #[derive(Default)]
 pub struct RemoveKeysRequestType {
@@ -1479,21 +1726,29 @@ pub struct RemoveKeysRequestType {
     /// `force`.
     pub force: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveKeysRequestType {
     const TYPE_NAME: &'static str = "RemoveKeysRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveKeysRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveKeysRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveKeysRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveKeysRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RemoveKeysRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1502,7 +1757,9 @@ impl Clone for RemoveKeysRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveKeysRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1517,25 +1774,30 @@ impl x::Fields for RemoveKeysRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("keys", &self.keys);
         w.write("force", &self.force);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveKeysRequestType {
     const NAME: &'static str = "RemoveKeys";
     const IDEMPOTENT: bool = false;
     type Response = Vec<CryptoKeyResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveKmipServerRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveKmipServerRequestType {
@@ -1546,21 +1808,29 @@ pub struct RemoveKmipServerRequestType {
     /// `serverName`.
     pub server_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveKmipServerRequestType {
     const TYPE_NAME: &'static str = "RemoveKmipServerRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveKmipServerRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveKmipServerRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveKmipServerRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveKmipServerRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveKmipServerRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1575,25 +1845,30 @@ impl x::Fields for RemoveKmipServerRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("clusterId", &self.cluster_id);
         w.write("serverName", &self.server_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveKmipServerRequestType {
     const NAME: &'static str = "RemoveKmipServer";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveLicenseLabelRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveLicenseLabelRequestType {
@@ -1604,21 +1879,29 @@ pub struct RemoveLicenseLabelRequestType {
     /// `labelKey`.
     pub label_key: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveLicenseLabelRequestType {
     const TYPE_NAME: &'static str = "RemoveLicenseLabelRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveLicenseLabelRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveLicenseLabelRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveLicenseLabelRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveLicenseLabelRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveLicenseLabelRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1633,25 +1916,30 @@ impl x::Fields for RemoveLicenseLabelRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("licenseKey", &self.license_key);
         w.write("labelKey", &self.label_key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveLicenseLabelRequestType {
     const NAME: &'static str = "RemoveLicenseLabel";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveLicenseRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveLicenseRequestType {
@@ -1660,21 +1948,29 @@ pub struct RemoveLicenseRequestType {
     /// `licenseKey`.
     pub license_key: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveLicenseRequestType {
     const TYPE_NAME: &'static str = "RemoveLicenseRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveLicenseRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveLicenseRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveLicenseRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveLicenseRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveLicenseRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1688,24 +1984,29 @@ impl x::Fields for RemoveLicenseRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("licenseKey", &self.license_key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveLicenseRequestType {
     const NAME: &'static str = "RemoveLicense";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveMonitoredEntitiesRequestType`.
 #[derive(Default)]
 pub struct RemoveMonitoredEntitiesRequestType {
@@ -1716,21 +2017,29 @@ pub struct RemoveMonitoredEntitiesRequestType {
     /// `entities`.
     pub entities: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveMonitoredEntitiesRequestType {
     const TYPE_NAME: &'static str = "RemoveMonitoredEntitiesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveMonitoredEntitiesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveMonitoredEntitiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveMonitoredEntitiesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveMonitoredEntitiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RemoveMonitoredEntitiesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1739,7 +2048,9 @@ impl Clone for RemoveMonitoredEntitiesRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveMonitoredEntitiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1754,19 +2065,23 @@ impl x::Fields for RemoveMonitoredEntitiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
         w.write_vec("entities", &self.entities);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveMonitoredEntitiesRequestType {
     const NAME: &'static str = "RemoveMonitoredEntities";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1786,16 +2101,19 @@ impl x::SchemaType for RemoveNetworkResourcePoolRequestType {
 }
 impl x::Structure for RemoveNetworkResourcePoolRequestType {}
 impl std::fmt::Debug for RemoveNetworkResourcePoolRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveNetworkResourcePoolRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveNetworkResourcePoolRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveNetworkResourcePoolRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1804,6 +2122,7 @@ impl Clone for RemoveNetworkResourcePoolRequestType {
     }
 }
 impl x::Fields for RemoveNetworkResourcePoolRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1817,6 +2136,7 @@ impl x::Fields for RemoveNetworkResourcePoolRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("key", &self.key);
@@ -1826,15 +2146,18 @@ impl x::Request for RemoveNetworkResourcePoolRequestType {
     const NAME: &'static str = "RemoveNetworkResourcePool";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveNvmeOverRdmaAdapterRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveNvmeOverRdmaAdapterRequestType {
@@ -1843,21 +2166,29 @@ pub struct RemoveNvmeOverRdmaAdapterRequestType {
     /// `hbaDeviceName`.
     pub hba_device_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveNvmeOverRdmaAdapterRequestType {
     const TYPE_NAME: &'static str = "RemoveNvmeOverRdmaAdapterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveNvmeOverRdmaAdapterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveNvmeOverRdmaAdapterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveNvmeOverRdmaAdapterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveNvmeOverRdmaAdapterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveNvmeOverRdmaAdapterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1871,18 +2202,22 @@ impl x::Fields for RemoveNvmeOverRdmaAdapterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("hbaDeviceName", &self.hba_device_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveNvmeOverRdmaAdapterRequestType {
     const NAME: &'static str = "RemoveNvmeOverRdmaAdapter";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1902,16 +2237,19 @@ impl x::SchemaType for RemovePerfIntervalRequestType {
 }
 impl x::Structure for RemovePerfIntervalRequestType {}
 impl std::fmt::Debug for RemovePerfIntervalRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemovePerfIntervalRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemovePerfIntervalRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemovePerfIntervalRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1925,6 +2263,7 @@ impl x::Fields for RemovePerfIntervalRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("samplePeriod", &self.sample_period);
@@ -1934,15 +2273,18 @@ impl x::Request for RemovePerfIntervalRequestType {
     const NAME: &'static str = "RemovePerfInterval";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemovePortGroupRequestType`.
 #[derive(Clone, Default)]
 pub struct RemovePortGroupRequestType {
@@ -1951,21 +2293,29 @@ pub struct RemovePortGroupRequestType {
     /// `pgName`.
     pub pg_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemovePortGroupRequestType {
     const TYPE_NAME: &'static str = "RemovePortGroupRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemovePortGroupRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemovePortGroupRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemovePortGroupRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemovePortGroupRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemovePortGroupRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1979,45 +2329,58 @@ impl x::Fields for RemovePortGroupRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("pgName", &self.pg_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemovePortGroupRequestType {
     const NAME: &'static str = "RemovePortGroup";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveScheduledTaskRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveScheduledTaskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveScheduledTaskRequestType {
     const TYPE_NAME: &'static str = "RemoveScheduledTaskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveScheduledTaskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveScheduledTaskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveScheduledTaskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveScheduledTaskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveScheduledTaskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2030,23 +2393,28 @@ impl x::Fields for RemoveScheduledTaskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveScheduledTaskRequestType {
     const NAME: &'static str = "RemoveScheduledTask";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveServiceConsoleVirtualNicRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveServiceConsoleVirtualNicRequestType {
@@ -2055,11 +2423,15 @@ pub struct RemoveServiceConsoleVirtualNicRequestType {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveServiceConsoleVirtualNicRequestType {
     const TYPE_NAME: &'static str = "RemoveServiceConsoleVirtualNicRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveServiceConsoleVirtualNicRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2068,12 +2440,16 @@ impl std::fmt::Debug for RemoveServiceConsoleVirtualNicRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2087,24 +2463,29 @@ impl x::Fields for RemoveServiceConsoleVirtualNicRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveServiceConsoleVirtualNicRequestType {
     const NAME: &'static str = "RemoveServiceConsoleVirtualNic";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveSmartCardTrustAnchorByFingerprintRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveSmartCardTrustAnchorByFingerprintRequestType {
@@ -2115,11 +2496,15 @@ pub struct RemoveSmartCardTrustAnchorByFingerprintRequestType {
     /// `digest`.
     pub digest: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveSmartCardTrustAnchorByFingerprintRequestType {
     const TYPE_NAME: &'static str = "RemoveSmartCardTrustAnchorByFingerprintRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveSmartCardTrustAnchorByFingerprintRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveSmartCardTrustAnchorByFingerprintRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2128,12 +2513,16 @@ impl std::fmt::Debug for RemoveSmartCardTrustAnchorByFingerprintRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveSmartCardTrustAnchorByFingerprintRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveSmartCardTrustAnchorByFingerprintRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2148,25 +2537,30 @@ impl x::Fields for RemoveSmartCardTrustAnchorByFingerprintRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("fingerprint", &self.fingerprint);
         w.write("digest", &self.digest);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveSmartCardTrustAnchorByFingerprintRequestType {
     const NAME: &'static str = "RemoveSmartCardTrustAnchorByFingerprint";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveSmartCardTrustAnchorCertificateRequestType`.
 ///
 /// Since vSphere API 9.0.0.0.
@@ -2181,11 +2575,15 @@ pub struct RemoveSmartCardTrustAnchorCertificateRequestType {
     /// Since vSphere API 9.0.0.0.
     pub certificate: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveSmartCardTrustAnchorCertificateRequestType {
     const TYPE_NAME: &'static str = "RemoveSmartCardTrustAnchorCertificateRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveSmartCardTrustAnchorCertificateRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveSmartCardTrustAnchorCertificateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2194,12 +2592,16 @@ impl std::fmt::Debug for RemoveSmartCardTrustAnchorCertificateRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveSmartCardTrustAnchorCertificateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveSmartCardTrustAnchorCertificateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2213,25 +2615,30 @@ impl x::Fields for RemoveSmartCardTrustAnchorCertificateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "operation RemoveSmartCardTrustAnchorCertificate", true);
         w.write("_this", &self.this);
         w.write("certificate", &self.certificate);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveSmartCardTrustAnchorCertificateRequestType {
     const NAME: &'static str = "RemoveSmartCardTrustAnchorCertificate";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveSmartCardTrustAnchorRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveSmartCardTrustAnchorRequestType {
@@ -2242,21 +2649,29 @@ pub struct RemoveSmartCardTrustAnchorRequestType {
     /// `serial`.
     pub serial: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveSmartCardTrustAnchorRequestType {
     const TYPE_NAME: &'static str = "RemoveSmartCardTrustAnchorRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveSmartCardTrustAnchorRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveSmartCardTrustAnchorRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveSmartCardTrustAnchorRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveSmartCardTrustAnchorRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveSmartCardTrustAnchorRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2271,19 +2686,23 @@ impl x::Fields for RemoveSmartCardTrustAnchorRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("issuer", &self.issuer);
         w.write("serial", &self.serial);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveSmartCardTrustAnchorRequestType {
     const NAME: &'static str = "RemoveSmartCardTrustAnchor";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2305,16 +2724,19 @@ impl x::SchemaType for RemoveSnapshotRequestType {
 }
 impl x::Structure for RemoveSnapshotRequestType {}
 impl std::fmt::Debug for RemoveSnapshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveSnapshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveSnapshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2329,6 +2751,7 @@ impl x::Fields for RemoveSnapshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("removeChildren", &self.remove_children);
@@ -2339,15 +2762,18 @@ impl x::Request for RemoveSnapshotRequestType {
     const NAME: &'static str = "RemoveSnapshot_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveSoftwareAdapterRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveSoftwareAdapterRequestType {
@@ -2356,21 +2782,29 @@ pub struct RemoveSoftwareAdapterRequestType {
     /// `hbaDeviceName`.
     pub hba_device_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveSoftwareAdapterRequestType {
     const TYPE_NAME: &'static str = "RemoveSoftwareAdapterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveSoftwareAdapterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveSoftwareAdapterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveSoftwareAdapterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveSoftwareAdapterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveSoftwareAdapterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2384,24 +2818,29 @@ impl x::Fields for RemoveSoftwareAdapterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("hbaDeviceName", &self.hba_device_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveSoftwareAdapterRequestType {
     const NAME: &'static str = "RemoveSoftwareAdapter";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveUserRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveUserRequestType {
@@ -2410,21 +2849,29 @@ pub struct RemoveUserRequestType {
     /// `userName`.
     pub user_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveUserRequestType {
     const TYPE_NAME: &'static str = "RemoveUserRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveUserRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveUserRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveUserRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveUserRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveUserRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2438,24 +2885,29 @@ impl x::Fields for RemoveUserRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("userName", &self.user_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveUserRequestType {
     const NAME: &'static str = "RemoveUser";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveVirtualNicRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveVirtualNicRequestType {
@@ -2464,21 +2916,29 @@ pub struct RemoveVirtualNicRequestType {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveVirtualNicRequestType {
     const TYPE_NAME: &'static str = "RemoveVirtualNicRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveVirtualNicRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveVirtualNicRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveVirtualNicRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveVirtualNicRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveVirtualNicRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2492,24 +2952,29 @@ impl x::Fields for RemoveVirtualNicRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveVirtualNicRequestType {
     const NAME: &'static str = "RemoveVirtualNic";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveVirtualSwitchRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveVirtualSwitchRequestType {
@@ -2518,21 +2983,29 @@ pub struct RemoveVirtualSwitchRequestType {
     /// `vswitchName`.
     pub vswitch_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveVirtualSwitchRequestType {
     const TYPE_NAME: &'static str = "RemoveVirtualSwitchRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveVirtualSwitchRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveVirtualSwitchRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveVirtualSwitchRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveVirtualSwitchRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveVirtualSwitchRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2546,18 +3019,22 @@ impl x::Fields for RemoveVirtualSwitchRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vswitchName", &self.vswitch_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveVirtualSwitchRequestType {
     const NAME: &'static str = "RemoveVirtualSwitch";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

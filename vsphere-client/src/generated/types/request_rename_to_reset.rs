@@ -20,16 +20,19 @@ impl x::SchemaType for RenameCustomFieldDefRequestType {
 }
 impl x::Structure for RenameCustomFieldDefRequestType {}
 impl std::fmt::Debug for RenameCustomFieldDefRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RenameCustomFieldDefRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RenameCustomFieldDefRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RenameCustomFieldDefRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -44,6 +47,7 @@ impl x::Fields for RenameCustomFieldDefRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("key", &self.key);
@@ -54,9 +58,11 @@ impl x::Request for RenameCustomFieldDefRequestType {
     const NAME: &'static str = "RenameCustomFieldDef";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -78,16 +84,19 @@ impl x::SchemaType for RenameCustomizationSpecRequestType {
 }
 impl x::Structure for RenameCustomizationSpecRequestType {}
 impl std::fmt::Debug for RenameCustomizationSpecRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RenameCustomizationSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RenameCustomizationSpecRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RenameCustomizationSpecRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -102,6 +111,7 @@ impl x::Fields for RenameCustomizationSpecRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -112,9 +122,11 @@ impl x::Request for RenameCustomizationSpecRequestType {
     const NAME: &'static str = "RenameCustomizationSpec";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -134,16 +146,19 @@ impl x::SchemaType for RenameDatastoreRequestType {
 }
 impl x::Structure for RenameDatastoreRequestType {}
 impl std::fmt::Debug for RenameDatastoreRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RenameDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RenameDatastoreRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RenameDatastoreRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -157,6 +172,7 @@ impl x::Fields for RenameDatastoreRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("newName", &self.new_name);
@@ -166,9 +182,11 @@ impl x::Request for RenameDatastoreRequestType {
     const NAME: &'static str = "RenameDatastore";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -188,16 +206,19 @@ impl x::SchemaType for RenameRequestType {
 }
 impl x::Structure for RenameRequestType {}
 impl std::fmt::Debug for RenameRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RenameRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RenameRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RenameRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -211,6 +232,7 @@ impl x::Fields for RenameRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("newName", &self.new_name);
@@ -220,9 +242,11 @@ impl x::Request for RenameRequestType {
     const NAME: &'static str = "Rename_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -244,16 +268,19 @@ impl x::SchemaType for RenameSnapshotRequestType {
 }
 impl x::Structure for RenameSnapshotRequestType {}
 impl std::fmt::Debug for RenameSnapshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RenameSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RenameSnapshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RenameSnapshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -268,6 +295,7 @@ impl x::Fields for RenameSnapshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("name", &self.name);
@@ -278,9 +306,11 @@ impl x::Request for RenameSnapshotRequestType {
     const NAME: &'static str = "RenameSnapshot";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -314,16 +344,19 @@ impl x::SchemaType for RenameVStorageObjectExRequestType {
 }
 impl x::Structure for RenameVStorageObjectExRequestType {}
 impl std::fmt::Debug for RenameVStorageObjectExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RenameVStorageObjectExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RenameVStorageObjectExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RenameVStorageObjectExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -339,6 +372,7 @@ impl x::Fields for RenameVStorageObjectExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0200, "operation RenameVStorageObjectEx", true);
         w.write("_this", &self.this);
@@ -351,9 +385,11 @@ impl x::Request for RenameVStorageObjectExRequestType {
     const NAME: &'static str = "RenameVStorageObjectEx";
     const IDEMPOTENT: bool = false;
     type Response = VslmVClockInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -377,16 +413,19 @@ impl x::SchemaType for RenameVStorageObjectRequestType {
 }
 impl x::Structure for RenameVStorageObjectRequestType {}
 impl std::fmt::Debug for RenameVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RenameVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RenameVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RenameVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -402,6 +441,7 @@ impl x::Fields for RenameVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -413,9 +453,11 @@ impl x::Request for RenameVStorageObjectRequestType {
     const NAME: &'static str = "RenameVStorageObject";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -445,16 +487,19 @@ impl x::SchemaType for RepairVStorageObjectChainRequestType {
 }
 impl x::Structure for RepairVStorageObjectChainRequestType {}
 impl std::fmt::Debug for RepairVStorageObjectChainRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RepairVStorageObjectChainRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RepairVStorageObjectChainRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RepairVStorageObjectChainRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -469,6 +514,7 @@ impl x::Fields for RepairVStorageObjectChainRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0901_0000, "operation RepairVStorageObjectChain_Task", true);
         w.write("_this", &self.this);
@@ -480,9 +526,11 @@ impl x::Request for RepairVStorageObjectChainRequestType {
     const NAME: &'static str = "RepairVStorageObjectChain_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -504,16 +552,19 @@ impl x::SchemaType for RepairVmDiskChainsRequestType {
 }
 impl x::Structure for RepairVmDiskChainsRequestType {}
 impl std::fmt::Debug for RepairVmDiskChainsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RepairVmDiskChainsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RepairVmDiskChainsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RepairVmDiskChainsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -526,6 +577,7 @@ impl x::Fields for RepairVmDiskChainsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0901_0000, "operation RepairVmDiskChains_Task", true);
         w.write("_this", &self.this);
@@ -535,15 +587,18 @@ impl x::Request for RepairVmDiskChainsRequestType {
     const NAME: &'static str = "RepairVmDiskChains_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ReplaceCACertificatesAndCRLsRequestType`.
 #[derive(Default)]
 pub struct ReplaceCACertificatesAndCRLsRequestType {
@@ -554,11 +609,15 @@ pub struct ReplaceCACertificatesAndCRLsRequestType {
     /// `caCrl`.
     pub ca_crl: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ReplaceCACertificatesAndCRLsRequestType {
     const TYPE_NAME: &'static str = "ReplaceCACertificatesAndCRLsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ReplaceCACertificatesAndCRLsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ReplaceCACertificatesAndCRLsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -567,12 +626,16 @@ impl std::fmt::Debug for ReplaceCACertificatesAndCRLsRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ReplaceCACertificatesAndCRLsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ReplaceCACertificatesAndCRLsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -581,7 +644,9 @@ impl Clone for ReplaceCACertificatesAndCRLsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ReplaceCACertificatesAndCRLsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -596,25 +661,30 @@ impl x::Fields for ReplaceCACertificatesAndCRLsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("caCert", &self.ca_cert);
         w.write_vec("caCrl", &self.ca_crl);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ReplaceCACertificatesAndCRLsRequestType {
     const NAME: &'static str = "ReplaceCACertificatesAndCRLs";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ReplaceSmartCardTrustAnchorsRequestType`.
 #[derive(Default)]
 pub struct ReplaceSmartCardTrustAnchorsRequestType {
@@ -623,11 +693,15 @@ pub struct ReplaceSmartCardTrustAnchorsRequestType {
     /// `certs`.
     pub certs: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ReplaceSmartCardTrustAnchorsRequestType {
     const TYPE_NAME: &'static str = "ReplaceSmartCardTrustAnchorsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ReplaceSmartCardTrustAnchorsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ReplaceSmartCardTrustAnchorsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -636,12 +710,16 @@ impl std::fmt::Debug for ReplaceSmartCardTrustAnchorsRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ReplaceSmartCardTrustAnchorsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ReplaceSmartCardTrustAnchorsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -649,7 +727,9 @@ impl Clone for ReplaceSmartCardTrustAnchorsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ReplaceSmartCardTrustAnchorsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -663,45 +743,58 @@ impl x::Fields for ReplaceSmartCardTrustAnchorsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("certs", &self.certs);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ReplaceSmartCardTrustAnchorsRequestType {
     const NAME: &'static str = "ReplaceSmartCardTrustAnchors";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RescanAllHbaRequestType`.
 #[derive(Clone, Default)]
 pub struct RescanAllHbaRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RescanAllHbaRequestType {
     const TYPE_NAME: &'static str = "RescanAllHbaRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RescanAllHbaRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RescanAllHbaRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RescanAllHbaRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RescanAllHbaRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RescanAllHbaRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -714,23 +807,28 @@ impl x::Fields for RescanAllHbaRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RescanAllHbaRequestType {
     const NAME: &'static str = "RescanAllHba";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RescanHbaRequestType`.
 #[derive(Clone, Default)]
 pub struct RescanHbaRequestType {
@@ -739,21 +837,29 @@ pub struct RescanHbaRequestType {
     /// `hbaDevice`.
     pub hba_device: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RescanHbaRequestType {
     const TYPE_NAME: &'static str = "RescanHbaRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RescanHbaRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RescanHbaRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RescanHbaRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RescanHbaRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RescanHbaRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -767,45 +873,58 @@ impl x::Fields for RescanHbaRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("hbaDevice", &self.hba_device);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RescanHbaRequestType {
     const NAME: &'static str = "RescanHba";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RescanVffsRequestType`.
 #[derive(Clone, Default)]
 pub struct RescanVffsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RescanVffsRequestType {
     const TYPE_NAME: &'static str = "RescanVffsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RescanVffsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RescanVffsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RescanVffsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RescanVffsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RescanVffsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -818,44 +937,57 @@ impl x::Fields for RescanVffsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RescanVffsRequestType {
     const NAME: &'static str = "RescanVffs";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RescanVmfsRequestType`.
 #[derive(Clone, Default)]
 pub struct RescanVmfsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RescanVmfsRequestType {
     const TYPE_NAME: &'static str = "RescanVmfsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RescanVmfsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RescanVmfsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RescanVmfsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RescanVmfsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RescanVmfsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -868,17 +1000,21 @@ impl x::Fields for RescanVmfsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RescanVmfsRequestType {
     const NAME: &'static str = "RescanVmfs";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -896,16 +1032,19 @@ impl x::SchemaType for ResetCollectorRequestType {
 }
 impl x::Structure for ResetCollectorRequestType {}
 impl std::fmt::Debug for ResetCollectorRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ResetCollectorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ResetCollectorRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResetCollectorRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -918,6 +1057,7 @@ impl x::Fields for ResetCollectorRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -926,9 +1066,11 @@ impl x::Request for ResetCollectorRequestType {
     const NAME: &'static str = "ResetCollector";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -948,16 +1090,19 @@ impl x::SchemaType for ResetCounterLevelMappingRequestType {
 }
 impl x::Structure for ResetCounterLevelMappingRequestType {}
 impl std::fmt::Debug for ResetCounterLevelMappingRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ResetCounterLevelMappingRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ResetCounterLevelMappingRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ResetCounterLevelMappingRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -966,6 +1111,7 @@ impl Clone for ResetCounterLevelMappingRequestType {
     }
 }
 impl x::Fields for ResetCounterLevelMappingRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -979,6 +1125,7 @@ impl x::Fields for ResetCounterLevelMappingRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("counters", &self.counters);
@@ -988,15 +1135,18 @@ impl x::Request for ResetCounterLevelMappingRequestType {
     const NAME: &'static str = "ResetCounterLevelMapping";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ResetEntityPermissionsRequestType`.
 #[derive(Default)]
 pub struct ResetEntityPermissionsRequestType {
@@ -1007,21 +1157,29 @@ pub struct ResetEntityPermissionsRequestType {
     /// `permission`.
     pub permission: Vec<Permission>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ResetEntityPermissionsRequestType {
     const TYPE_NAME: &'static str = "ResetEntityPermissionsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ResetEntityPermissionsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ResetEntityPermissionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ResetEntityPermissionsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ResetEntityPermissionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ResetEntityPermissionsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1030,7 +1188,9 @@ impl Clone for ResetEntityPermissionsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ResetEntityPermissionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1045,36 +1205,45 @@ impl x::Fields for ResetEntityPermissionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
         w.write_vec("permission", &self.permission);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ResetEntityPermissionsRequestType {
     const NAME: &'static str = "ResetEntityPermissions";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ResetFirmwareToFactoryDefaultsRequestType`.
 #[derive(Clone, Default)]
 pub struct ResetFirmwareToFactoryDefaultsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ResetFirmwareToFactoryDefaultsRequestType {
     const TYPE_NAME: &'static str = "ResetFirmwareToFactoryDefaultsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ResetFirmwareToFactoryDefaultsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ResetFirmwareToFactoryDefaultsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1083,12 +1252,16 @@ impl std::fmt::Debug for ResetFirmwareToFactoryDefaultsRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ResetFirmwareToFactoryDefaultsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ResetFirmwareToFactoryDefaultsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1101,17 +1274,21 @@ impl x::Fields for ResetFirmwareToFactoryDefaultsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ResetFirmwareToFactoryDefaultsRequestType {
     const NAME: &'static str = "ResetFirmwareToFactoryDefaults";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1129,16 +1306,19 @@ impl x::SchemaType for ResetGuestInformationRequestType {
 }
 impl x::Structure for ResetGuestInformationRequestType {}
 impl std::fmt::Debug for ResetGuestInformationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ResetGuestInformationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ResetGuestInformationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResetGuestInformationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1151,6 +1331,7 @@ impl x::Fields for ResetGuestInformationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1159,9 +1340,11 @@ impl x::Request for ResetGuestInformationRequestType {
     const NAME: &'static str = "ResetGuestInformation";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1181,16 +1364,19 @@ impl x::SchemaType for ResetListViewFromViewRequestType {
 }
 impl x::Structure for ResetListViewFromViewRequestType {}
 impl std::fmt::Debug for ResetListViewFromViewRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ResetListViewFromViewRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ResetListViewFromViewRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResetListViewFromViewRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1204,6 +1390,7 @@ impl x::Fields for ResetListViewFromViewRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("view", &self.view);
@@ -1213,9 +1400,11 @@ impl x::Request for ResetListViewFromViewRequestType {
     const NAME: &'static str = "ResetListViewFromView";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1235,16 +1424,19 @@ impl x::SchemaType for ResetListViewRequestType {
 }
 impl x::Structure for ResetListViewRequestType {}
 impl std::fmt::Debug for ResetListViewRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ResetListViewRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ResetListViewRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ResetListViewRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1253,6 +1445,7 @@ impl Clone for ResetListViewRequestType {
     }
 }
 impl x::Fields for ResetListViewRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1266,6 +1459,7 @@ impl x::Fields for ResetListViewRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("obj", &self.obj);
@@ -1275,36 +1469,47 @@ impl x::Request for ResetListViewRequestType {
     const NAME: &'static str = "ResetListView";
     const IDEMPOTENT: bool = false;
     type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `ResetSystemHealthInfoRequestType`.
 #[derive(Clone, Default)]
 pub struct ResetSystemHealthInfoRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ResetSystemHealthInfoRequestType {
     const TYPE_NAME: &'static str = "ResetSystemHealthInfoRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ResetSystemHealthInfoRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ResetSystemHealthInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ResetSystemHealthInfoRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ResetSystemHealthInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ResetSystemHealthInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1317,17 +1522,21 @@ impl x::Fields for ResetSystemHealthInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ResetSystemHealthInfoRequestType {
     const NAME: &'static str = "ResetSystemHealthInfo";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1345,16 +1554,19 @@ impl x::SchemaType for ResetVMRequestType {
 }
 impl x::Structure for ResetVMRequestType {}
 impl std::fmt::Debug for ResetVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ResetVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ResetVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResetVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1367,6 +1579,7 @@ impl x::Fields for ResetVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1375,9 +1588,11 @@ impl x::Request for ResetVMRequestType {
     const NAME: &'static str = "ResetVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -18,6 +18,7 @@ impl x::SchemaType for ResignatureUnresolvedVmfsVolumeRequestType {
 }
 impl x::Structure for ResignatureUnresolvedVmfsVolumeRequestType {}
 impl std::fmt::Debug for ResignatureUnresolvedVmfsVolumeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -27,11 +28,13 @@ impl std::fmt::Debug for ResignatureUnresolvedVmfsVolumeRequestType {
     }
 }
 impl PartialEq for ResignatureUnresolvedVmfsVolumeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResignatureUnresolvedVmfsVolumeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -45,6 +48,7 @@ impl x::Fields for ResignatureUnresolvedVmfsVolumeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("resolutionSpec", &self.resolution_spec);
@@ -54,15 +58,18 @@ impl x::Request for ResignatureUnresolvedVmfsVolumeRequestType {
     const NAME: &'static str = "ResignatureUnresolvedVmfsVolume_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ResolveInstallationErrorsOnClusterRequestType`.
 #[derive(Clone, Default)]
 pub struct ResolveInstallationErrorsOnClusterRequestType {
@@ -73,11 +80,15 @@ pub struct ResolveInstallationErrorsOnClusterRequestType {
     /// `cluster`.
     pub cluster: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ResolveInstallationErrorsOnClusterRequestType {
     const TYPE_NAME: &'static str = "ResolveInstallationErrorsOnClusterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ResolveInstallationErrorsOnClusterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ResolveInstallationErrorsOnClusterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -86,12 +97,16 @@ impl std::fmt::Debug for ResolveInstallationErrorsOnClusterRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ResolveInstallationErrorsOnClusterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ResolveInstallationErrorsOnClusterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -106,25 +121,30 @@ impl x::Fields for ResolveInstallationErrorsOnClusterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
         w.write("cluster", &self.cluster);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ResolveInstallationErrorsOnClusterRequestType {
     const NAME: &'static str = "ResolveInstallationErrorsOnCluster_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ResolveInstallationErrorsOnHostRequestType`.
 #[derive(Clone, Default)]
 pub struct ResolveInstallationErrorsOnHostRequestType {
@@ -135,11 +155,15 @@ pub struct ResolveInstallationErrorsOnHostRequestType {
     /// `host`.
     pub host: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ResolveInstallationErrorsOnHostRequestType {
     const TYPE_NAME: &'static str = "ResolveInstallationErrorsOnHostRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ResolveInstallationErrorsOnHostRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ResolveInstallationErrorsOnHostRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -148,12 +172,16 @@ impl std::fmt::Debug for ResolveInstallationErrorsOnHostRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ResolveInstallationErrorsOnHostRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ResolveInstallationErrorsOnHostRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -168,25 +196,30 @@ impl x::Fields for ResolveInstallationErrorsOnHostRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
         w.write("host", &self.host);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ResolveInstallationErrorsOnHostRequestType {
     const NAME: &'static str = "ResolveInstallationErrorsOnHost_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ResolveMultipleUnresolvedVmfsVolumesExRequestType`.
 #[derive(Default)]
 pub struct ResolveMultipleUnresolvedVmfsVolumesExRequestType {
@@ -195,11 +228,15 @@ pub struct ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     /// `resolutionSpec`.
     pub resolution_spec: Vec<HostUnresolvedVmfsResolutionSpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     const TYPE_NAME: &'static str = "ResolveMultipleUnresolvedVmfsVolumesExRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ResolveMultipleUnresolvedVmfsVolumesExRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -208,12 +245,16 @@ impl std::fmt::Debug for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -221,7 +262,9 @@ impl Clone for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -235,24 +278,29 @@ impl x::Fields for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("resolutionSpec", &self.resolution_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     const NAME: &'static str = "ResolveMultipleUnresolvedVmfsVolumesEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ResolveMultipleUnresolvedVmfsVolumesRequestType`.
 #[derive(Default)]
 pub struct ResolveMultipleUnresolvedVmfsVolumesRequestType {
@@ -261,11 +309,15 @@ pub struct ResolveMultipleUnresolvedVmfsVolumesRequestType {
     /// `resolutionSpec`.
     pub resolution_spec: Vec<HostUnresolvedVmfsResolutionSpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ResolveMultipleUnresolvedVmfsVolumesRequestType {
     const TYPE_NAME: &'static str = "ResolveMultipleUnresolvedVmfsVolumesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ResolveMultipleUnresolvedVmfsVolumesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ResolveMultipleUnresolvedVmfsVolumesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -274,12 +326,16 @@ impl std::fmt::Debug for ResolveMultipleUnresolvedVmfsVolumesRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ResolveMultipleUnresolvedVmfsVolumesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ResolveMultipleUnresolvedVmfsVolumesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -287,7 +343,9 @@ impl Clone for ResolveMultipleUnresolvedVmfsVolumesRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ResolveMultipleUnresolvedVmfsVolumesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -301,18 +359,22 @@ impl x::Fields for ResolveMultipleUnresolvedVmfsVolumesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("resolutionSpec", &self.resolution_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ResolveMultipleUnresolvedVmfsVolumesRequestType {
     const NAME: &'static str = "ResolveMultipleUnresolvedVmfsVolumes";
     const IDEMPOTENT: bool = false;
     type Response = Vec<HostUnresolvedVmfsResolutionResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -350,16 +412,19 @@ impl x::SchemaType for ResolveNfsServerHostNameRequestType {
 }
 impl x::Structure for ResolveNfsServerHostNameRequestType {}
 impl std::fmt::Debug for ResolveNfsServerHostNameRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ResolveNfsServerHostNameRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ResolveNfsServerHostNameRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResolveNfsServerHostNameRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -376,6 +441,7 @@ impl x::Fields for ResolveNfsServerHostNameRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0901_0000, "operation ResolveNfsServerHostName", true);
         w.write("_this", &self.this);
@@ -389,15 +455,18 @@ impl x::Request for ResolveNfsServerHostNameRequestType {
     const NAME: &'static str = "ResolveNfsServerHostName";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RestartServiceConsoleVirtualNicRequestType`.
 #[derive(Clone, Default)]
 pub struct RestartServiceConsoleVirtualNicRequestType {
@@ -406,11 +475,15 @@ pub struct RestartServiceConsoleVirtualNicRequestType {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RestartServiceConsoleVirtualNicRequestType {
     const TYPE_NAME: &'static str = "RestartServiceConsoleVirtualNicRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RestartServiceConsoleVirtualNicRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RestartServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -419,12 +492,16 @@ impl std::fmt::Debug for RestartServiceConsoleVirtualNicRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RestartServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RestartServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -438,24 +515,29 @@ impl x::Fields for RestartServiceConsoleVirtualNicRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RestartServiceConsoleVirtualNicRequestType {
     const NAME: &'static str = "RestartServiceConsoleVirtualNic";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RestartServiceRequestType`.
 #[derive(Clone, Default)]
 pub struct RestartServiceRequestType {
@@ -464,21 +546,29 @@ pub struct RestartServiceRequestType {
     /// `id`.
     pub id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RestartServiceRequestType {
     const TYPE_NAME: &'static str = "RestartServiceRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RestartServiceRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RestartServiceRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RestartServiceRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RestartServiceRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RestartServiceRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -492,24 +582,29 @@ impl x::Fields for RestartServiceRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RestartServiceRequestType {
     const NAME: &'static str = "RestartService";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RestoreFirmwareConfigurationRequestType`.
 #[derive(Clone, Default)]
 pub struct RestoreFirmwareConfigurationRequestType {
@@ -518,11 +613,15 @@ pub struct RestoreFirmwareConfigurationRequestType {
     /// `force`.
     pub force: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RestoreFirmwareConfigurationRequestType {
     const TYPE_NAME: &'static str = "RestoreFirmwareConfigurationRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RestoreFirmwareConfigurationRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RestoreFirmwareConfigurationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -531,12 +630,16 @@ impl std::fmt::Debug for RestoreFirmwareConfigurationRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RestoreFirmwareConfigurationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RestoreFirmwareConfigurationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -550,45 +653,58 @@ impl x::Fields for RestoreFirmwareConfigurationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("force", &self.force);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RestoreFirmwareConfigurationRequestType {
     const NAME: &'static str = "RestoreFirmwareConfiguration";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveAllPermissionsRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveAllPermissionsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveAllPermissionsRequestType {
     const TYPE_NAME: &'static str = "RetrieveAllPermissionsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveAllPermissionsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveAllPermissionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveAllPermissionsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveAllPermissionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveAllPermissionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -601,23 +717,28 @@ impl x::Fields for RetrieveAllPermissionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveAllPermissionsRequestType {
     const NAME: &'static str = "RetrieveAllPermissions";
     const IDEMPOTENT: bool = true;
     type Response = Vec<Permission>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveAnswerFileForProfileRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveAnswerFileForProfileRequestType {
@@ -628,11 +749,15 @@ pub struct RetrieveAnswerFileForProfileRequestType {
     /// `applyProfile`.
     pub apply_profile: HostApplyProfile,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveAnswerFileForProfileRequestType {
     const TYPE_NAME: &'static str = "RetrieveAnswerFileForProfileRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveAnswerFileForProfileRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveAnswerFileForProfileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -641,12 +766,16 @@ impl std::fmt::Debug for RetrieveAnswerFileForProfileRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveAnswerFileForProfileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveAnswerFileForProfileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -661,25 +790,30 @@ impl x::Fields for RetrieveAnswerFileForProfileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("host", &self.host);
         w.write("applyProfile", &self.apply_profile);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveAnswerFileForProfileRequestType {
     const NAME: &'static str = "RetrieveAnswerFileForProfile";
     const IDEMPOTENT: bool = true;
     type Response = Option<AnswerFile>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_opt()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveAnswerFileRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveAnswerFileRequestType {
@@ -688,21 +822,29 @@ pub struct RetrieveAnswerFileRequestType {
     /// `host`.
     pub host: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveAnswerFileRequestType {
     const TYPE_NAME: &'static str = "RetrieveAnswerFileRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveAnswerFileRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveAnswerFileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveAnswerFileRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveAnswerFileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveAnswerFileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -716,18 +858,22 @@ impl x::Fields for RetrieveAnswerFileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("host", &self.host);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveAnswerFileRequestType {
     const NAME: &'static str = "RetrieveAnswerFile";
     const IDEMPOTENT: bool = true;
     type Response = Option<AnswerFile>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -747,16 +893,19 @@ impl x::SchemaType for RetrieveArgumentDescriptionRequestType {
 }
 impl x::Structure for RetrieveArgumentDescriptionRequestType {}
 impl std::fmt::Debug for RetrieveArgumentDescriptionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveArgumentDescriptionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveArgumentDescriptionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveArgumentDescriptionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -770,6 +919,7 @@ impl x::Fields for RetrieveArgumentDescriptionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("eventTypeId", &self.event_type_id);
@@ -779,15 +929,18 @@ impl x::Request for RetrieveArgumentDescriptionRequestType {
     const NAME: &'static str = "RetrieveArgumentDescription";
     const IDEMPOTENT: bool = true;
     type Response = Vec<EventArgDesc>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveCertificateInfoListRequestType`.
 ///
 /// Since vSphere API 8.0.1.0.
@@ -798,21 +951,29 @@ pub struct RetrieveCertificateInfoListRequestType {
     /// Since vSphere API 8.0.1.0.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveCertificateInfoListRequestType {
     const TYPE_NAME: &'static str = "RetrieveCertificateInfoListRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveCertificateInfoListRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveCertificateInfoListRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveCertificateInfoListRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveCertificateInfoListRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveCertificateInfoListRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -825,24 +986,29 @@ impl x::Fields for RetrieveCertificateInfoListRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0100, "operation RetrieveCertificateInfoList", true);
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveCertificateInfoListRequestType {
     const NAME: &'static str = "RetrieveCertificateInfoList";
     const IDEMPOTENT: bool = true;
     type Response = Vec<HostCertificateManagerCertificateInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveClientCertRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveClientCertRequestType {
@@ -851,21 +1017,29 @@ pub struct RetrieveClientCertRequestType {
     /// `cluster`.
     pub cluster: KeyProviderId,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveClientCertRequestType {
     const TYPE_NAME: &'static str = "RetrieveClientCertRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveClientCertRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveClientCertRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveClientCertRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveClientCertRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveClientCertRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -879,24 +1053,29 @@ impl x::Fields for RetrieveClientCertRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveClientCertRequestType {
     const NAME: &'static str = "RetrieveClientCert";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveClientCsrRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveClientCsrRequestType {
@@ -905,21 +1084,29 @@ pub struct RetrieveClientCsrRequestType {
     /// `cluster`.
     pub cluster: KeyProviderId,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveClientCsrRequestType {
     const TYPE_NAME: &'static str = "RetrieveClientCsrRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveClientCsrRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveClientCsrRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveClientCsrRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveClientCsrRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveClientCsrRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -933,18 +1120,22 @@ impl x::Fields for RetrieveClientCsrRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveClientCsrRequestType {
     const NAME: &'static str = "RetrieveClientCsr";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -962,6 +1153,7 @@ impl x::SchemaType for RetrieveDasAdvancedRuntimeInfoRequestType {
 }
 impl x::Structure for RetrieveDasAdvancedRuntimeInfoRequestType {}
 impl std::fmt::Debug for RetrieveDasAdvancedRuntimeInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -971,11 +1163,13 @@ impl std::fmt::Debug for RetrieveDasAdvancedRuntimeInfoRequestType {
     }
 }
 impl PartialEq for RetrieveDasAdvancedRuntimeInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveDasAdvancedRuntimeInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -988,6 +1182,7 @@ impl x::Fields for RetrieveDasAdvancedRuntimeInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -996,36 +1191,47 @@ impl x::Request for RetrieveDasAdvancedRuntimeInfoRequestType {
     const NAME: &'static str = "RetrieveDasAdvancedRuntimeInfo";
     const IDEMPOTENT: bool = true;
     type Response = Option<AnyClusterDasAdvancedRuntimeInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_opt()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveDescriptionRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveDescriptionRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveDescriptionRequestType {
     const TYPE_NAME: &'static str = "RetrieveDescriptionRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveDescriptionRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveDescriptionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveDescriptionRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveDescriptionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveDescriptionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1038,23 +1244,28 @@ impl x::Fields for RetrieveDescriptionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveDescriptionRequestType {
     const NAME: &'static str = "RetrieveDescription";
     const IDEMPOTENT: bool = true;
     type Response = Option<ProfileDescription>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_opt()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveDiskPartitionInfoRequestType`.
 #[derive(Default)]
 pub struct RetrieveDiskPartitionInfoRequestType {
@@ -1063,21 +1274,29 @@ pub struct RetrieveDiskPartitionInfoRequestType {
     /// `devicePath`.
     pub device_path: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveDiskPartitionInfoRequestType {
     const TYPE_NAME: &'static str = "RetrieveDiskPartitionInfoRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveDiskPartitionInfoRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveDiskPartitionInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveDiskPartitionInfoRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveDiskPartitionInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RetrieveDiskPartitionInfoRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1085,7 +1304,9 @@ impl Clone for RetrieveDiskPartitionInfoRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveDiskPartitionInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1099,35 +1320,44 @@ impl x::Fields for RetrieveDiskPartitionInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("devicePath", &self.device_path);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveDiskPartitionInfoRequestType {
     const NAME: &'static str = "RetrieveDiskPartitionInfo";
     const IDEMPOTENT: bool = true;
     type Response = Vec<HostDiskPartitionInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveDynamicPassthroughInfoRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveDynamicPassthroughInfoRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveDynamicPassthroughInfoRequestType {
     const TYPE_NAME: &'static str = "RetrieveDynamicPassthroughInfoRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveDynamicPassthroughInfoRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveDynamicPassthroughInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1136,12 +1366,16 @@ impl std::fmt::Debug for RetrieveDynamicPassthroughInfoRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveDynamicPassthroughInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveDynamicPassthroughInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1154,23 +1388,28 @@ impl x::Fields for RetrieveDynamicPassthroughInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveDynamicPassthroughInfoRequestType {
     const NAME: &'static str = "RetrieveDynamicPassthroughInfo";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VirtualMachineDynamicPassthroughInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveEntityPermissionsRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveEntityPermissionsRequestType {
@@ -1181,21 +1420,29 @@ pub struct RetrieveEntityPermissionsRequestType {
     /// `inherited`.
     pub inherited: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveEntityPermissionsRequestType {
     const TYPE_NAME: &'static str = "RetrieveEntityPermissionsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveEntityPermissionsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveEntityPermissionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveEntityPermissionsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveEntityPermissionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveEntityPermissionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1210,25 +1457,30 @@ impl x::Fields for RetrieveEntityPermissionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
         w.write("inherited", &self.inherited);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveEntityPermissionsRequestType {
     const NAME: &'static str = "RetrieveEntityPermissions";
     const IDEMPOTENT: bool = true;
     type Response = Vec<Permission>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveEntityScheduledTaskRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveEntityScheduledTaskRequestType {
@@ -1237,21 +1489,29 @@ pub struct RetrieveEntityScheduledTaskRequestType {
     /// `entity`.
     pub entity: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveEntityScheduledTaskRequestType {
     const TYPE_NAME: &'static str = "RetrieveEntityScheduledTaskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveEntityScheduledTaskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveEntityScheduledTaskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveEntityScheduledTaskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveEntityScheduledTaskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveEntityScheduledTaskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1265,18 +1525,22 @@ impl x::Fields for RetrieveEntityScheduledTaskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("entity", &self.entity);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveEntityScheduledTaskRequestType {
     const NAME: &'static str = "RetrieveEntityScheduledTask";
     const IDEMPOTENT: bool = true;
     type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1294,16 +1558,19 @@ impl x::SchemaType for RetrieveFreeEpcMemoryRequestType {
 }
 impl x::Structure for RetrieveFreeEpcMemoryRequestType {}
 impl std::fmt::Debug for RetrieveFreeEpcMemoryRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveFreeEpcMemoryRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveFreeEpcMemoryRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveFreeEpcMemoryRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1316,6 +1583,7 @@ impl x::Fields for RetrieveFreeEpcMemoryRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1324,9 +1592,11 @@ impl x::Request for RetrieveFreeEpcMemoryRequestType {
     const NAME: &'static str = "RetrieveFreeEpcMemory";
     const IDEMPOTENT: bool = true;
     type Response = i64;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1344,16 +1614,19 @@ impl x::SchemaType for RetrieveHardwareUptimeRequestType {
 }
 impl x::Structure for RetrieveHardwareUptimeRequestType {}
 impl std::fmt::Debug for RetrieveHardwareUptimeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveHardwareUptimeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveHardwareUptimeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveHardwareUptimeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1366,6 +1639,7 @@ impl x::Fields for RetrieveHardwareUptimeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1374,26 +1648,33 @@ impl x::Request for RetrieveHardwareUptimeRequestType {
     const NAME: &'static str = "RetrieveHardwareUptime";
     const IDEMPOTENT: bool = true;
     type Response = i64;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveHostAccessControlEntriesRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveHostAccessControlEntriesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveHostAccessControlEntriesRequestType {
     const TYPE_NAME: &'static str = "RetrieveHostAccessControlEntriesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveHostAccessControlEntriesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveHostAccessControlEntriesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1402,12 +1683,16 @@ impl std::fmt::Debug for RetrieveHostAccessControlEntriesRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveHostAccessControlEntriesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveHostAccessControlEntriesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1420,23 +1705,28 @@ impl x::Fields for RetrieveHostAccessControlEntriesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveHostAccessControlEntriesRequestType {
     const NAME: &'static str = "RetrieveHostAccessControlEntries";
     const IDEMPOTENT: bool = true;
     type Response = Vec<HostAccessControlEntry>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveHostCustomizationsForProfileRequestType`.
 #[derive(Default)]
 pub struct RetrieveHostCustomizationsForProfileRequestType {
@@ -1447,11 +1737,15 @@ pub struct RetrieveHostCustomizationsForProfileRequestType {
     /// `applyProfile`.
     pub apply_profile: HostApplyProfile,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveHostCustomizationsForProfileRequestType {
     const TYPE_NAME: &'static str = "RetrieveHostCustomizationsForProfileRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveHostCustomizationsForProfileRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveHostCustomizationsForProfileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1460,12 +1754,16 @@ impl std::fmt::Debug for RetrieveHostCustomizationsForProfileRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveHostCustomizationsForProfileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RetrieveHostCustomizationsForProfileRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1474,7 +1772,9 @@ impl Clone for RetrieveHostCustomizationsForProfileRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveHostCustomizationsForProfileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1489,25 +1789,30 @@ impl x::Fields for RetrieveHostCustomizationsForProfileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("hosts", &self.hosts);
         w.write("applyProfile", &self.apply_profile);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveHostCustomizationsForProfileRequestType {
     const NAME: &'static str = "RetrieveHostCustomizationsForProfile";
     const IDEMPOTENT: bool = true;
     type Response = Vec<StructuredCustomizations>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveHostCustomizationsRequestType`.
 #[derive(Default)]
 pub struct RetrieveHostCustomizationsRequestType {
@@ -1516,21 +1821,29 @@ pub struct RetrieveHostCustomizationsRequestType {
     /// `hosts`.
     pub hosts: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveHostCustomizationsRequestType {
     const TYPE_NAME: &'static str = "RetrieveHostCustomizationsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveHostCustomizationsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveHostCustomizationsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveHostCustomizationsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveHostCustomizationsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RetrieveHostCustomizationsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1538,7 +1851,9 @@ impl Clone for RetrieveHostCustomizationsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveHostCustomizationsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1552,24 +1867,29 @@ impl x::Fields for RetrieveHostCustomizationsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("hosts", &self.hosts);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveHostCustomizationsRequestType {
     const NAME: &'static str = "RetrieveHostCustomizations";
     const IDEMPOTENT: bool = true;
     type Response = Vec<StructuredCustomizations>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveHostSpecificationRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveHostSpecificationRequestType {
@@ -1580,21 +1900,29 @@ pub struct RetrieveHostSpecificationRequestType {
     /// `fromHost`.
     pub from_host: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveHostSpecificationRequestType {
     const TYPE_NAME: &'static str = "RetrieveHostSpecificationRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveHostSpecificationRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveHostSpecificationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveHostSpecificationRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveHostSpecificationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveHostSpecificationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1609,25 +1937,30 @@ impl x::Fields for RetrieveHostSpecificationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("host", &self.host);
         w.write("fromHost", &self.from_host);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveHostSpecificationRequestType {
     const NAME: &'static str = "RetrieveHostSpecification";
     const IDEMPOTENT: bool = true;
     type Response = HostSpecification;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveKmipServerCertRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveKmipServerCertRequestType {
@@ -1638,21 +1971,29 @@ pub struct RetrieveKmipServerCertRequestType {
     /// `server`.
     pub server: KmipServerInfo,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveKmipServerCertRequestType {
     const TYPE_NAME: &'static str = "RetrieveKmipServerCertRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveKmipServerCertRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveKmipServerCertRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveKmipServerCertRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveKmipServerCertRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveKmipServerCertRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1667,25 +2008,30 @@ impl x::Fields for RetrieveKmipServerCertRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("keyProvider", &self.key_provider);
         w.write("server", &self.server);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveKmipServerCertRequestType {
     const NAME: &'static str = "RetrieveKmipServerCert";
     const IDEMPOTENT: bool = true;
     type Response = CryptoManagerKmipServerCertInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveKmipServersStatusRequestType`.
 #[derive(Default)]
 pub struct RetrieveKmipServersStatusRequestType {
@@ -1694,21 +2040,29 @@ pub struct RetrieveKmipServersStatusRequestType {
     /// `clusters`.
     pub clusters: Vec<KmipClusterInfo>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveKmipServersStatusRequestType {
     const TYPE_NAME: &'static str = "RetrieveKmipServersStatusRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveKmipServersStatusRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveKmipServersStatusRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveKmipServersStatusRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveKmipServersStatusRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RetrieveKmipServersStatusRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1716,7 +2070,9 @@ impl Clone for RetrieveKmipServersStatusRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveKmipServersStatusRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1730,24 +2086,29 @@ impl x::Fields for RetrieveKmipServersStatusRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("clusters", &self.clusters);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveKmipServersStatusRequestType {
     const NAME: &'static str = "RetrieveKmipServersStatus_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveObjectScheduledTaskRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveObjectScheduledTaskRequestType {
@@ -1756,21 +2117,29 @@ pub struct RetrieveObjectScheduledTaskRequestType {
     /// `obj`.
     pub obj: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveObjectScheduledTaskRequestType {
     const TYPE_NAME: &'static str = "RetrieveObjectScheduledTaskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveObjectScheduledTaskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveObjectScheduledTaskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveObjectScheduledTaskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveObjectScheduledTaskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveObjectScheduledTaskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1784,18 +2153,22 @@ impl x::Fields for RetrieveObjectScheduledTaskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("obj", &self.obj);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveObjectScheduledTaskRequestType {
     const NAME: &'static str = "RetrieveObjectScheduledTask";
     const IDEMPOTENT: bool = true;
     type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1813,16 +2186,19 @@ impl x::SchemaType for RetrieveProductComponentsRequestType {
 }
 impl x::Structure for RetrieveProductComponentsRequestType {}
 impl std::fmt::Debug for RetrieveProductComponentsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveProductComponentsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveProductComponentsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveProductComponentsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1835,6 +2211,7 @@ impl x::Fields for RetrieveProductComponentsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1843,9 +2220,11 @@ impl x::Request for RetrieveProductComponentsRequestType {
     const NAME: &'static str = "RetrieveProductComponents";
     const IDEMPOTENT: bool = true;
     type Response = Vec<ProductComponentInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1867,16 +2246,19 @@ impl x::SchemaType for RetrievePropertiesExRequestType {
 }
 impl x::Structure for RetrievePropertiesExRequestType {}
 impl std::fmt::Debug for RetrievePropertiesExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrievePropertiesExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrievePropertiesExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrievePropertiesExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1886,6 +2268,7 @@ impl Clone for RetrievePropertiesExRequestType {
     }
 }
 impl x::Fields for RetrievePropertiesExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1900,6 +2283,7 @@ impl x::Fields for RetrievePropertiesExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("specSet", &self.spec_set);
@@ -1910,9 +2294,11 @@ impl x::Request for RetrievePropertiesExRequestType {
     const NAME: &'static str = "RetrievePropertiesEx";
     const IDEMPOTENT: bool = true;
     type Response = Option<RetrieveResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1932,16 +2318,19 @@ impl x::SchemaType for RetrievePropertiesRequestType {
 }
 impl x::Structure for RetrievePropertiesRequestType {}
 impl std::fmt::Debug for RetrievePropertiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrievePropertiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrievePropertiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrievePropertiesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1950,6 +2339,7 @@ impl Clone for RetrievePropertiesRequestType {
     }
 }
 impl x::Fields for RetrievePropertiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1963,6 +2353,7 @@ impl x::Fields for RetrievePropertiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("specSet", &self.spec_set);
@@ -1972,15 +2363,18 @@ impl x::Request for RetrievePropertiesRequestType {
     const NAME: &'static str = "RetrieveProperties";
     const IDEMPOTENT: bool = true;
     type Response = Vec<ObjectContent>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveRolePermissionsRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveRolePermissionsRequestType {
@@ -1989,21 +2383,29 @@ pub struct RetrieveRolePermissionsRequestType {
     /// `roleId`.
     pub role_id: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveRolePermissionsRequestType {
     const TYPE_NAME: &'static str = "RetrieveRolePermissionsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveRolePermissionsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveRolePermissionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveRolePermissionsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveRolePermissionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveRolePermissionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2017,24 +2419,29 @@ impl x::Fields for RetrieveRolePermissionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("roleId", &self.role_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveRolePermissionsRequestType {
     const NAME: &'static str = "RetrieveRolePermissions";
     const IDEMPOTENT: bool = true;
     type Response = Vec<Permission>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveSelfSignedClientCertRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveSelfSignedClientCertRequestType {
@@ -2043,11 +2450,15 @@ pub struct RetrieveSelfSignedClientCertRequestType {
     /// `cluster`.
     pub cluster: KeyProviderId,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveSelfSignedClientCertRequestType {
     const TYPE_NAME: &'static str = "RetrieveSelfSignedClientCertRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveSelfSignedClientCertRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveSelfSignedClientCertRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2056,12 +2467,16 @@ impl std::fmt::Debug for RetrieveSelfSignedClientCertRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveSelfSignedClientCertRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveSelfSignedClientCertRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2075,18 +2490,22 @@ impl x::Fields for RetrieveSelfSignedClientCertRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveSelfSignedClientCertRequestType {
     const NAME: &'static str = "RetrieveSelfSignedClientCert";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2104,16 +2523,19 @@ impl x::SchemaType for RetrieveServiceContentRequestType {
 }
 impl x::Structure for RetrieveServiceContentRequestType {}
 impl std::fmt::Debug for RetrieveServiceContentRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveServiceContentRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveServiceContentRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveServiceContentRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2126,6 +2548,7 @@ impl x::Fields for RetrieveServiceContentRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2134,26 +2557,33 @@ impl x::Request for RetrieveServiceContentRequestType {
     const NAME: &'static str = "RetrieveServiceContent";
     const IDEMPOTENT: bool = true;
     type Response = ServiceContent;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveServiceProviderEntitiesRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveServiceProviderEntitiesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveServiceProviderEntitiesRequestType {
     const TYPE_NAME: &'static str = "RetrieveServiceProviderEntitiesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveServiceProviderEntitiesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveServiceProviderEntitiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2162,12 +2592,16 @@ impl std::fmt::Debug for RetrieveServiceProviderEntitiesRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveServiceProviderEntitiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveServiceProviderEntitiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2180,17 +2614,21 @@ impl x::Fields for RetrieveServiceProviderEntitiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveServiceProviderEntitiesRequestType {
     const NAME: &'static str = "RetrieveServiceProviderEntities";
     const IDEMPOTENT: bool = true;
     type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2214,16 +2652,19 @@ impl x::SchemaType for RetrieveSnapshotDetailsRequestType {
 }
 impl x::Structure for RetrieveSnapshotDetailsRequestType {}
 impl std::fmt::Debug for RetrieveSnapshotDetailsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveSnapshotDetailsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveSnapshotDetailsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveSnapshotDetailsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2239,6 +2680,7 @@ impl x::Fields for RetrieveSnapshotDetailsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2250,9 +2692,11 @@ impl x::Request for RetrieveSnapshotDetailsRequestType {
     const NAME: &'static str = "RetrieveSnapshotDetails";
     const IDEMPOTENT: bool = true;
     type Response = VStorageObjectSnapshotDetails;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2274,16 +2718,19 @@ impl x::SchemaType for RetrieveSnapshotInfoRequestType {
 }
 impl x::Structure for RetrieveSnapshotInfoRequestType {}
 impl std::fmt::Debug for RetrieveSnapshotInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveSnapshotInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveSnapshotInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveSnapshotInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2298,6 +2745,7 @@ impl x::Fields for RetrieveSnapshotInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2308,15 +2756,18 @@ impl x::Request for RetrieveSnapshotInfoRequestType {
     const NAME: &'static str = "RetrieveSnapshotInfo";
     const IDEMPOTENT: bool = true;
     type Response = VStorageObjectSnapshotInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveUserGroupsRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveUserGroupsRequestType {
@@ -2337,21 +2788,29 @@ pub struct RetrieveUserGroupsRequestType {
     /// `findGroups`.
     pub find_groups: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveUserGroupsRequestType {
     const TYPE_NAME: &'static str = "RetrieveUserGroupsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveUserGroupsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveUserGroupsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveUserGroupsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveUserGroupsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveUserGroupsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2371,6 +2830,7 @@ impl x::Fields for RetrieveUserGroupsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("domain", &self.domain);
@@ -2382,13 +2842,16 @@ impl x::Fields for RetrieveUserGroupsRequestType {
         w.write("findGroups", &self.find_groups);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveUserGroupsRequestType {
     const NAME: &'static str = "RetrieveUserGroups";
     const IDEMPOTENT: bool = true;
     type Response = Vec<AnyUserSearchResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2408,6 +2871,7 @@ impl x::SchemaType for RetrieveVStorageInfrastructureObjectPolicyRequestType {
 }
 impl x::Structure for RetrieveVStorageInfrastructureObjectPolicyRequestType {}
 impl std::fmt::Debug for RetrieveVStorageInfrastructureObjectPolicyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2417,11 +2881,13 @@ impl std::fmt::Debug for RetrieveVStorageInfrastructureObjectPolicyRequestType {
     }
 }
 impl PartialEq for RetrieveVStorageInfrastructureObjectPolicyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveVStorageInfrastructureObjectPolicyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2435,6 +2901,7 @@ impl x::Fields for RetrieveVStorageInfrastructureObjectPolicyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -2444,9 +2911,11 @@ impl x::Request for RetrieveVStorageInfrastructureObjectPolicyRequestType {
     const NAME: &'static str = "RetrieveVStorageInfrastructureObjectPolicy";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VslmInfrastructureObjectPolicy>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2466,6 +2935,7 @@ impl x::SchemaType for RetrieveVStorageObjectAssociationsRequestType {
 }
 impl x::Structure for RetrieveVStorageObjectAssociationsRequestType {}
 impl std::fmt::Debug for RetrieveVStorageObjectAssociationsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2475,11 +2945,13 @@ impl std::fmt::Debug for RetrieveVStorageObjectAssociationsRequestType {
     }
 }
 impl PartialEq for RetrieveVStorageObjectAssociationsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrieveVStorageObjectAssociationsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2488,6 +2960,7 @@ impl Clone for RetrieveVStorageObjectAssociationsRequestType {
     }
 }
 impl x::Fields for RetrieveVStorageObjectAssociationsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2501,6 +2974,7 @@ impl x::Fields for RetrieveVStorageObjectAssociationsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("ids", &self.ids);
@@ -2510,9 +2984,11 @@ impl x::Request for RetrieveVStorageObjectAssociationsRequestType {
     const NAME: &'static str = "RetrieveVStorageObjectAssociations";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VStorageObjectAssociations>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2538,16 +3014,19 @@ impl x::SchemaType for RetrieveVStorageObjectRequestType {
 }
 impl x::Structure for RetrieveVStorageObjectRequestType {}
 impl std::fmt::Debug for RetrieveVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrieveVStorageObjectRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2558,6 +3037,7 @@ impl Clone for RetrieveVStorageObjectRequestType {
     }
 }
 impl x::Fields for RetrieveVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2573,6 +3053,7 @@ impl x::Fields for RetrieveVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2592,9 +3073,11 @@ impl x::Request for RetrieveVStorageObjectRequestType {
     const NAME: &'static str = "RetrieveVStorageObject";
     const IDEMPOTENT: bool = true;
     type Response = VStorageObject;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2616,16 +3099,19 @@ impl x::SchemaType for RetrieveVStorageObjectStateRequestType {
 }
 impl x::Structure for RetrieveVStorageObjectStateRequestType {}
 impl std::fmt::Debug for RetrieveVStorageObjectStateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveVStorageObjectStateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveVStorageObjectStateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveVStorageObjectStateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2640,6 +3126,7 @@ impl x::Fields for RetrieveVStorageObjectStateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2650,15 +3137,18 @@ impl x::Request for RetrieveVStorageObjectStateRequestType {
     const NAME: &'static str = "RetrieveVStorageObjectState";
     const IDEMPOTENT: bool = true;
     type Response = VStorageObjectStateInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveVendorDeviceGroupInfoRequestType`.
 ///
 /// Since vSphere API 8.0.0.1.
@@ -2669,11 +3159,15 @@ pub struct RetrieveVendorDeviceGroupInfoRequestType {
     /// Since vSphere API 8.0.0.1.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveVendorDeviceGroupInfoRequestType {
     const TYPE_NAME: &'static str = "RetrieveVendorDeviceGroupInfoRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveVendorDeviceGroupInfoRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveVendorDeviceGroupInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2682,12 +3176,16 @@ impl std::fmt::Debug for RetrieveVendorDeviceGroupInfoRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveVendorDeviceGroupInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveVendorDeviceGroupInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2700,45 +3198,58 @@ impl x::Fields for RetrieveVendorDeviceGroupInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0001, "operation RetrieveVendorDeviceGroupInfo", true);
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveVendorDeviceGroupInfoRequestType {
     const NAME: &'static str = "RetrieveVendorDeviceGroupInfo";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VirtualMachineVendorDeviceGroupInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveVgpuDeviceInfoRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveVgpuDeviceInfoRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveVgpuDeviceInfoRequestType {
     const TYPE_NAME: &'static str = "RetrieveVgpuDeviceInfoRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveVgpuDeviceInfoRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveVgpuDeviceInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveVgpuDeviceInfoRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveVgpuDeviceInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveVgpuDeviceInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2751,44 +3262,57 @@ impl x::Fields for RetrieveVgpuDeviceInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveVgpuDeviceInfoRequestType {
     const NAME: &'static str = "RetrieveVgpuDeviceInfo";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VirtualMachineVgpuDeviceInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveVgpuProfileInfoRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveVgpuProfileInfoRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveVgpuProfileInfoRequestType {
     const TYPE_NAME: &'static str = "RetrieveVgpuProfileInfoRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveVgpuProfileInfoRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveVgpuProfileInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveVgpuProfileInfoRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveVgpuProfileInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveVgpuProfileInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2801,17 +3325,21 @@ impl x::Fields for RetrieveVgpuProfileInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveVgpuProfileInfoRequestType {
     const NAME: &'static str = "RetrieveVgpuProfileInfo";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VirtualMachineVgpuProfileInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

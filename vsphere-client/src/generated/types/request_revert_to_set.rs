@@ -20,16 +20,19 @@ impl x::SchemaType for RevertToCurrentSnapshotRequestType {
 }
 impl x::Structure for RevertToCurrentSnapshotRequestType {}
 impl std::fmt::Debug for RevertToCurrentSnapshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RevertToCurrentSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RevertToCurrentSnapshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RevertToCurrentSnapshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -44,6 +47,7 @@ impl x::Fields for RevertToCurrentSnapshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -54,9 +58,11 @@ impl x::Request for RevertToCurrentSnapshotRequestType {
     const NAME: &'static str = "RevertToCurrentSnapshot_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -78,16 +84,19 @@ impl x::SchemaType for RevertToSnapshotRequestType {
 }
 impl x::Structure for RevertToSnapshotRequestType {}
 impl std::fmt::Debug for RevertToSnapshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RevertToSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RevertToSnapshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RevertToSnapshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -102,6 +111,7 @@ impl x::Fields for RevertToSnapshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -112,9 +122,11 @@ impl x::Request for RevertToSnapshotRequestType {
     const NAME: &'static str = "RevertToSnapshot_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -148,16 +160,19 @@ impl x::SchemaType for RevertVStorageObjectExRequestType {
 }
 impl x::Structure for RevertVStorageObjectExRequestType {}
 impl std::fmt::Debug for RevertVStorageObjectExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RevertVStorageObjectExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RevertVStorageObjectExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RevertVStorageObjectExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -173,6 +188,7 @@ impl x::Fields for RevertVStorageObjectExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0200, "operation RevertVStorageObjectEx_Task", true);
         w.write("_this", &self.this);
@@ -185,9 +201,11 @@ impl x::Request for RevertVStorageObjectExRequestType {
     const NAME: &'static str = "RevertVStorageObjectEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -211,16 +229,19 @@ impl x::SchemaType for RevertVStorageObjectRequestType {
 }
 impl x::Structure for RevertVStorageObjectRequestType {}
 impl std::fmt::Debug for RevertVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RevertVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RevertVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RevertVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -236,6 +257,7 @@ impl x::Fields for RevertVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -247,9 +269,11 @@ impl x::Request for RevertVStorageObjectRequestType {
     const NAME: &'static str = "RevertVStorageObject_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -267,16 +291,19 @@ impl x::SchemaType for RewindCollectorRequestType {
 }
 impl x::Structure for RewindCollectorRequestType {}
 impl std::fmt::Debug for RewindCollectorRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RewindCollectorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RewindCollectorRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RewindCollectorRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -289,6 +316,7 @@ impl x::Fields for RewindCollectorRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -297,36 +325,47 @@ impl x::Request for RewindCollectorRequestType {
     const NAME: &'static str = "RewindCollector";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RunScheduledTaskRequestType`.
 #[derive(Clone, Default)]
 pub struct RunScheduledTaskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RunScheduledTaskRequestType {
     const TYPE_NAME: &'static str = "RunScheduledTaskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RunScheduledTaskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RunScheduledTaskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RunScheduledTaskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RunScheduledTaskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RunScheduledTaskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -339,23 +378,28 @@ impl x::Fields for RunScheduledTaskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RunScheduledTaskRequestType {
     const NAME: &'static str = "RunScheduledTask";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RunVsanPhysicalDiskDiagnosticsRequestType`.
 #[derive(Default)]
 pub struct RunVsanPhysicalDiskDiagnosticsRequestType {
@@ -364,11 +408,15 @@ pub struct RunVsanPhysicalDiskDiagnosticsRequestType {
     /// `disks`.
     pub disks: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RunVsanPhysicalDiskDiagnosticsRequestType {
     const TYPE_NAME: &'static str = "RunVsanPhysicalDiskDiagnosticsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RunVsanPhysicalDiskDiagnosticsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RunVsanPhysicalDiskDiagnosticsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -377,12 +425,16 @@ impl std::fmt::Debug for RunVsanPhysicalDiskDiagnosticsRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RunVsanPhysicalDiskDiagnosticsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RunVsanPhysicalDiskDiagnosticsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -390,7 +442,9 @@ impl Clone for RunVsanPhysicalDiskDiagnosticsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RunVsanPhysicalDiskDiagnosticsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -404,24 +458,29 @@ impl x::Fields for RunVsanPhysicalDiskDiagnosticsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("disks", &self.disks);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RunVsanPhysicalDiskDiagnosticsRequestType {
     const NAME: &'static str = "RunVsanPhysicalDiskDiagnostics";
     const IDEMPOTENT: bool = false;
     type Response = Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `ScanHostPatchRequestType`.
 #[derive(Default)]
 pub struct ScanHostPatchRequestType {
@@ -432,21 +491,29 @@ pub struct ScanHostPatchRequestType {
     /// `updateID`.
     pub update_id: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ScanHostPatchRequestType {
     const TYPE_NAME: &'static str = "ScanHostPatchRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ScanHostPatchRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ScanHostPatchRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ScanHostPatchRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ScanHostPatchRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ScanHostPatchRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -455,7 +522,9 @@ impl Clone for ScanHostPatchRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ScanHostPatchRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -470,25 +539,30 @@ impl x::Fields for ScanHostPatchRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("repository", &self.repository);
         w.write_vec("updateID", &self.update_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ScanHostPatchRequestType {
     const NAME: &'static str = "ScanHostPatch_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ScanHostPatchV2RequestType`.
 #[derive(Default)]
 pub struct ScanHostPatchV2RequestType {
@@ -501,21 +575,29 @@ pub struct ScanHostPatchV2RequestType {
     /// `spec`.
     pub spec: Option<HostPatchManagerPatchManagerOperationSpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ScanHostPatchV2RequestType {
     const TYPE_NAME: &'static str = "ScanHostPatchV2RequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ScanHostPatchV2RequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ScanHostPatchV2RequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ScanHostPatchV2RequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ScanHostPatchV2RequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ScanHostPatchV2RequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -525,7 +607,9 @@ impl Clone for ScanHostPatchV2RequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ScanHostPatchV2RequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -541,6 +625,7 @@ impl x::Fields for ScanHostPatchV2RequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("metaUrls", &self.meta_urls);
@@ -548,13 +633,16 @@ impl x::Fields for ScanHostPatchV2RequestType {
         w.write_opt("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ScanHostPatchV2RequestType {
     const NAME: &'static str = "ScanHostPatchV2_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -578,6 +666,7 @@ impl x::SchemaType for ScheduleReconcileDatastoreInventoryRequestType {
 }
 impl x::Structure for ScheduleReconcileDatastoreInventoryRequestType {}
 impl std::fmt::Debug for ScheduleReconcileDatastoreInventoryRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -587,11 +676,13 @@ impl std::fmt::Debug for ScheduleReconcileDatastoreInventoryRequestType {
     }
 }
 impl PartialEq for ScheduleReconcileDatastoreInventoryRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ScheduleReconcileDatastoreInventoryRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -606,6 +697,7 @@ impl x::Fields for ScheduleReconcileDatastoreInventoryRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -624,9 +716,11 @@ impl x::Request for ScheduleReconcileDatastoreInventoryRequestType {
     const NAME: &'static str = "ScheduleReconcileDatastoreInventory";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -648,16 +742,19 @@ impl x::SchemaType for SearchDatastoreRequestType {
 }
 impl x::Structure for SearchDatastoreRequestType {}
 impl std::fmt::Debug for SearchDatastoreRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SearchDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SearchDatastoreRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SearchDatastoreRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -672,6 +769,7 @@ impl x::Fields for SearchDatastoreRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastorePath", &self.datastore_path);
@@ -682,9 +780,11 @@ impl x::Request for SearchDatastoreRequestType {
     const NAME: &'static str = "SearchDatastore_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -706,16 +806,19 @@ impl x::SchemaType for SearchDatastoreSubFoldersRequestType {
 }
 impl x::Structure for SearchDatastoreSubFoldersRequestType {}
 impl std::fmt::Debug for SearchDatastoreSubFoldersRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SearchDatastoreSubFoldersRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SearchDatastoreSubFoldersRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SearchDatastoreSubFoldersRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -730,6 +833,7 @@ impl x::Fields for SearchDatastoreSubFoldersRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastorePath", &self.datastore_path);
@@ -740,15 +844,18 @@ impl x::Request for SearchDatastoreSubFoldersRequestType {
     const NAME: &'static str = "SearchDatastoreSubFolders_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SelectActivePartitionRequestType`.
 #[derive(Clone, Default)]
 pub struct SelectActivePartitionRequestType {
@@ -757,21 +864,29 @@ pub struct SelectActivePartitionRequestType {
     /// `partition`.
     pub partition: Option<HostScsiDiskPartition>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SelectActivePartitionRequestType {
     const TYPE_NAME: &'static str = "SelectActivePartitionRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SelectActivePartitionRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SelectActivePartitionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SelectActivePartitionRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SelectActivePartitionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SelectActivePartitionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -785,24 +900,29 @@ impl x::Fields for SelectActivePartitionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("partition", &self.partition);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SelectActivePartitionRequestType {
     const NAME: &'static str = "SelectActivePartition";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SelectVnicForNicTypeRequestType`.
 #[derive(Clone, Default)]
 pub struct SelectVnicForNicTypeRequestType {
@@ -813,21 +933,29 @@ pub struct SelectVnicForNicTypeRequestType {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SelectVnicForNicTypeRequestType {
     const TYPE_NAME: &'static str = "SelectVnicForNicTypeRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SelectVnicForNicTypeRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SelectVnicForNicTypeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SelectVnicForNicTypeRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SelectVnicForNicTypeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SelectVnicForNicTypeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -842,25 +970,30 @@ impl x::Fields for SelectVnicForNicTypeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("nicType", &self.nic_type);
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SelectVnicForNicTypeRequestType {
     const NAME: &'static str = "SelectVnicForNicType";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SelectVnicRequestType`.
 #[derive(Clone, Default)]
 pub struct SelectVnicRequestType {
@@ -869,21 +1002,29 @@ pub struct SelectVnicRequestType {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SelectVnicRequestType {
     const TYPE_NAME: &'static str = "SelectVnicRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SelectVnicRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SelectVnicRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SelectVnicRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SelectVnicRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SelectVnicRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -897,18 +1038,22 @@ impl x::Fields for SelectVnicRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SelectVnicRequestType {
     const NAME: &'static str = "SelectVnic";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -926,16 +1071,19 @@ impl x::SchemaType for SendNMIRequestType {
 }
 impl x::Structure for SendNMIRequestType {}
 impl std::fmt::Debug for SendNMIRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SendNMIRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SendNMIRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SendNMIRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -948,6 +1096,7 @@ impl x::Fields for SendNMIRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -956,36 +1105,47 @@ impl x::Request for SendNMIRequestType {
     const NAME: &'static str = "SendNMI";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SendTestNotificationRequestType`.
 #[derive(Clone, Default)]
 pub struct SendTestNotificationRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SendTestNotificationRequestType {
     const TYPE_NAME: &'static str = "SendTestNotificationRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SendTestNotificationRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SendTestNotificationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SendTestNotificationRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SendTestNotificationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SendTestNotificationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -998,17 +1158,21 @@ impl x::Fields for SendTestNotificationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SendTestNotificationRequestType {
     const NAME: &'static str = "SendTestNotification";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1030,16 +1194,19 @@ impl x::SchemaType for SessionIsActiveRequestType {
 }
 impl x::Structure for SessionIsActiveRequestType {}
 impl std::fmt::Debug for SessionIsActiveRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SessionIsActiveRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SessionIsActiveRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SessionIsActiveRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1054,6 +1221,7 @@ impl x::Fields for SessionIsActiveRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("sessionID", &self.session_id);
@@ -1064,9 +1232,11 @@ impl x::Request for SessionIsActiveRequestType {
     const NAME: &'static str = "SessionIsActive";
     const IDEMPOTENT: bool = true;
     type Response = bool;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1086,16 +1256,19 @@ impl x::SchemaType for SetCollectorPageSizeRequestType {
 }
 impl x::Structure for SetCollectorPageSizeRequestType {}
 impl std::fmt::Debug for SetCollectorPageSizeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetCollectorPageSizeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetCollectorPageSizeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetCollectorPageSizeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1109,6 +1282,7 @@ impl x::Fields for SetCollectorPageSizeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("maxCount", &self.max_count);
@@ -1118,9 +1292,11 @@ impl x::Request for SetCollectorPageSizeRequestType {
     const NAME: &'static str = "SetCollectorPageSize";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1144,16 +1320,19 @@ impl x::SchemaType for SetCryptoModeRequestType {
 }
 impl x::Structure for SetCryptoModeRequestType {}
 impl std::fmt::Debug for SetCryptoModeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetCryptoModeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetCryptoModeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetCryptoModeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1168,6 +1347,7 @@ impl x::Fields for SetCryptoModeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cryptoMode", &self.crypto_mode);
@@ -1180,15 +1360,18 @@ impl x::Request for SetCryptoModeRequestType {
     const NAME: &'static str = "SetCryptoMode";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetDefaultKmsClusterRequestType`.
 #[derive(Clone, Default)]
 pub struct SetDefaultKmsClusterRequestType {
@@ -1199,21 +1382,29 @@ pub struct SetDefaultKmsClusterRequestType {
     /// `clusterId`.
     pub cluster_id: Option<KeyProviderId>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetDefaultKmsClusterRequestType {
     const TYPE_NAME: &'static str = "SetDefaultKmsClusterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetDefaultKmsClusterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetDefaultKmsClusterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetDefaultKmsClusterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetDefaultKmsClusterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetDefaultKmsClusterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1228,19 +1419,23 @@ impl x::Fields for SetDefaultKmsClusterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("entity", &self.entity);
         w.write_opt("clusterId", &self.cluster_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetDefaultKmsClusterRequestType {
     const NAME: &'static str = "SetDefaultKmsCluster";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1260,16 +1455,19 @@ impl x::SchemaType for SetDisplayTopologyRequestType {
 }
 impl x::Structure for SetDisplayTopologyRequestType {}
 impl std::fmt::Debug for SetDisplayTopologyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetDisplayTopologyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetDisplayTopologyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for SetDisplayTopologyRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1278,6 +1476,7 @@ impl Clone for SetDisplayTopologyRequestType {
     }
 }
 impl x::Fields for SetDisplayTopologyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1291,6 +1490,7 @@ impl x::Fields for SetDisplayTopologyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("displays", &self.displays);
@@ -1300,15 +1500,18 @@ impl x::Request for SetDisplayTopologyRequestType {
     const NAME: &'static str = "SetDisplayTopology";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetEntityPermissionsRequestType`.
 #[derive(Default)]
 pub struct SetEntityPermissionsRequestType {
@@ -1319,21 +1522,29 @@ pub struct SetEntityPermissionsRequestType {
     /// `permission`.
     pub permission: Vec<Permission>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetEntityPermissionsRequestType {
     const TYPE_NAME: &'static str = "SetEntityPermissionsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetEntityPermissionsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetEntityPermissionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetEntityPermissionsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetEntityPermissionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for SetEntityPermissionsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1342,7 +1553,9 @@ impl Clone for SetEntityPermissionsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetEntityPermissionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1357,25 +1570,30 @@ impl x::Fields for SetEntityPermissionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
         w.write_vec("permission", &self.permission);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetEntityPermissionsRequestType {
     const NAME: &'static str = "SetEntityPermissions";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetExtensionCertificateRequestType`.
 #[derive(Clone, Default)]
 pub struct SetExtensionCertificateRequestType {
@@ -1386,21 +1604,29 @@ pub struct SetExtensionCertificateRequestType {
     /// `certificatePem`.
     pub certificate_pem: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetExtensionCertificateRequestType {
     const TYPE_NAME: &'static str = "SetExtensionCertificateRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetExtensionCertificateRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetExtensionCertificateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetExtensionCertificateRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetExtensionCertificateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetExtensionCertificateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1415,19 +1641,23 @@ impl x::Fields for SetExtensionCertificateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("extensionKey", &self.extension_key);
         w.write_opt("certificatePem", &self.certificate_pem);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetExtensionCertificateRequestType {
     const NAME: &'static str = "SetExtensionCertificate";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1451,16 +1681,19 @@ impl x::SchemaType for SetFieldRequestType {
 }
 impl x::Structure for SetFieldRequestType {}
 impl std::fmt::Debug for SetFieldRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetFieldRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetFieldRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetFieldRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1476,6 +1709,7 @@ impl x::Fields for SetFieldRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
@@ -1487,15 +1721,18 @@ impl x::Request for SetFieldRequestType {
     const NAME: &'static str = "SetField";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetKeyCustomAttributesRequestType`.
 ///
 /// Since vSphere API 8.0.1.0.
@@ -1514,21 +1751,29 @@ pub struct SetKeyCustomAttributesRequestType {
     /// Since vSphere API 8.0.1.0.
     pub spec: CryptoManagerKmipCustomAttributeSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetKeyCustomAttributesRequestType {
     const TYPE_NAME: &'static str = "SetKeyCustomAttributesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetKeyCustomAttributesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetKeyCustomAttributesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetKeyCustomAttributesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetKeyCustomAttributesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetKeyCustomAttributesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1543,6 +1788,7 @@ impl x::Fields for SetKeyCustomAttributesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0100, "operation SetKeyCustomAttributes", true);
         w.write("_this", &self.this);
@@ -1550,19 +1796,23 @@ impl x::Fields for SetKeyCustomAttributesRequestType {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetKeyCustomAttributesRequestType {
     const NAME: &'static str = "SetKeyCustomAttributes";
     const IDEMPOTENT: bool = false;
     type Response = CryptoKeyResult;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetLicenseEditionRequestType`.
 #[derive(Clone, Default)]
 pub struct SetLicenseEditionRequestType {
@@ -1573,21 +1823,29 @@ pub struct SetLicenseEditionRequestType {
     /// `featureKey`.
     pub feature_key: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetLicenseEditionRequestType {
     const TYPE_NAME: &'static str = "SetLicenseEditionRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetLicenseEditionRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetLicenseEditionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetLicenseEditionRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetLicenseEditionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetLicenseEditionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1602,19 +1860,23 @@ impl x::Fields for SetLicenseEditionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
         w.write_opt("featureKey", &self.feature_key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetLicenseEditionRequestType {
     const NAME: &'static str = "SetLicenseEdition";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1634,16 +1896,19 @@ impl x::SchemaType for SetLocaleRequestType {
 }
 impl x::Structure for SetLocaleRequestType {}
 impl std::fmt::Debug for SetLocaleRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetLocaleRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetLocaleRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetLocaleRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1657,6 +1922,7 @@ impl x::Fields for SetLocaleRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("locale", &self.locale);
@@ -1666,9 +1932,11 @@ impl x::Request for SetLocaleRequestType {
     const NAME: &'static str = "SetLocale";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1698,16 +1966,19 @@ impl x::SchemaType for SetMaxQueueDepthRequestType {
 }
 impl x::Structure for SetMaxQueueDepthRequestType {}
 impl std::fmt::Debug for SetMaxQueueDepthRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetMaxQueueDepthRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetMaxQueueDepthRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetMaxQueueDepthRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1722,6 +1993,7 @@ impl x::Fields for SetMaxQueueDepthRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0001, "operation SetMaxQueueDepth", true);
         w.write("_this", &self.this);
@@ -1733,15 +2005,18 @@ impl x::Request for SetMaxQueueDepthRequestType {
     const NAME: &'static str = "SetMaxQueueDepth";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetMultipathLunPolicyRequestType`.
 #[derive(Clone, Default)]
 pub struct SetMultipathLunPolicyRequestType {
@@ -1752,21 +2027,29 @@ pub struct SetMultipathLunPolicyRequestType {
     /// `policy`.
     pub policy: AnyHostMultipathInfoLogicalUnitPolicy,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetMultipathLunPolicyRequestType {
     const TYPE_NAME: &'static str = "SetMultipathLunPolicyRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetMultipathLunPolicyRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetMultipathLunPolicyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetMultipathLunPolicyRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetMultipathLunPolicyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetMultipathLunPolicyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1781,25 +2064,30 @@ impl x::Fields for SetMultipathLunPolicyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("lunId", &self.lun_id);
         w.write("policy", &self.policy);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetMultipathLunPolicyRequestType {
     const NAME: &'static str = "SetMultipathLunPolicy";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetNFSUserRequestType`.
 #[derive(Clone, Default)]
 pub struct SetNFSUserRequestType {
@@ -1810,21 +2098,29 @@ pub struct SetNFSUserRequestType {
     /// `password`.
     pub password: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetNFSUserRequestType {
     const TYPE_NAME: &'static str = "SetNFSUserRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetNFSUserRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetNFSUserRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetNFSUserRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetNFSUserRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetNFSUserRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1839,25 +2135,30 @@ impl x::Fields for SetNFSUserRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("user", &self.user);
         w.write_secret("password", &self.password);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetNFSUserRequestType {
     const NAME: &'static str = "SetNFSUser";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetPublicKeyRequestType`.
 #[derive(Clone, Default)]
 pub struct SetPublicKeyRequestType {
@@ -1868,21 +2169,29 @@ pub struct SetPublicKeyRequestType {
     /// `publicKey`.
     pub public_key: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetPublicKeyRequestType {
     const TYPE_NAME: &'static str = "SetPublicKeyRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetPublicKeyRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetPublicKeyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetPublicKeyRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetPublicKeyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetPublicKeyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1897,19 +2206,23 @@ impl x::Fields for SetPublicKeyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("extensionKey", &self.extension_key);
         w.write("publicKey", &self.public_key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetPublicKeyRequestType {
     const NAME: &'static str = "SetPublicKey";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1933,16 +2246,19 @@ impl x::SchemaType for SetRegistryValueInGuestRequestType {
 }
 impl x::Structure for SetRegistryValueInGuestRequestType {}
 impl std::fmt::Debug for SetRegistryValueInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetRegistryValueInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetRegistryValueInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetRegistryValueInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1958,6 +2274,7 @@ impl x::Fields for SetRegistryValueInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1969,9 +2286,11 @@ impl x::Request for SetRegistryValueInGuestRequestType {
     const NAME: &'static str = "SetRegistryValueInGuest";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1993,16 +2312,19 @@ impl x::SchemaType for SetScreenResolutionRequestType {
 }
 impl x::Structure for SetScreenResolutionRequestType {}
 impl std::fmt::Debug for SetScreenResolutionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetScreenResolutionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetScreenResolutionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetScreenResolutionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2017,6 +2339,7 @@ impl x::Fields for SetScreenResolutionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("width", &self.width);
@@ -2027,15 +2350,18 @@ impl x::Request for SetScreenResolutionRequestType {
     const NAME: &'static str = "SetScreenResolution";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetServiceAccountRequestType`.
 ///
 /// Since vSphere API 8.0.2.0.
@@ -2054,21 +2380,29 @@ pub struct SetServiceAccountRequestType {
     /// Since vSphere API 8.0.2.0.
     pub service_account: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetServiceAccountRequestType {
     const TYPE_NAME: &'static str = "SetServiceAccountRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetServiceAccountRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetServiceAccountRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetServiceAccountRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetServiceAccountRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetServiceAccountRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2083,6 +2417,7 @@ impl x::Fields for SetServiceAccountRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0200, "operation SetServiceAccount", true);
         w.write("_this", &self.this);
@@ -2090,13 +2425,16 @@ impl x::Fields for SetServiceAccountRequestType {
         w.write("serviceAccount", &self.service_account);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetServiceAccountRequestType {
     const NAME: &'static str = "SetServiceAccount";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2116,16 +2454,19 @@ impl x::SchemaType for SetTaskDescriptionRequestType {
 }
 impl x::Structure for SetTaskDescriptionRequestType {}
 impl std::fmt::Debug for SetTaskDescriptionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetTaskDescriptionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetTaskDescriptionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetTaskDescriptionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2139,6 +2480,7 @@ impl x::Fields for SetTaskDescriptionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("description", &self.description);
@@ -2148,9 +2490,11 @@ impl x::Request for SetTaskDescriptionRequestType {
     const NAME: &'static str = "SetTaskDescription";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2174,16 +2518,19 @@ impl x::SchemaType for SetTaskStateRequestType {
 }
 impl x::Structure for SetTaskStateRequestType {}
 impl std::fmt::Debug for SetTaskStateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetTaskStateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetTaskStateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetTaskStateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2199,6 +2546,7 @@ impl x::Fields for SetTaskStateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("state", &self.state);
@@ -2210,9 +2558,11 @@ impl x::Request for SetTaskStateRequestType {
     const NAME: &'static str = "SetTaskState";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2236,6 +2586,7 @@ impl x::SchemaType for SetVStorageObjectControlFlagsRequestType {
 }
 impl x::Structure for SetVStorageObjectControlFlagsRequestType {}
 impl std::fmt::Debug for SetVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2245,11 +2596,13 @@ impl std::fmt::Debug for SetVStorageObjectControlFlagsRequestType {
     }
 }
 impl PartialEq for SetVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for SetVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2260,6 +2613,7 @@ impl Clone for SetVStorageObjectControlFlagsRequestType {
     }
 }
 impl x::Fields for SetVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2275,6 +2629,7 @@ impl x::Fields for SetVStorageObjectControlFlagsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2286,9 +2641,11 @@ impl x::Request for SetVStorageObjectControlFlagsRequestType {
     const NAME: &'static str = "SetVStorageObjectControlFlags";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2322,16 +2679,19 @@ impl x::SchemaType for SetVirtualDiskUuidExRequestType {
 }
 impl x::Structure for SetVirtualDiskUuidExRequestType {}
 impl std::fmt::Debug for SetVirtualDiskUuidExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetVirtualDiskUuidExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetVirtualDiskUuidExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetVirtualDiskUuidExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2347,6 +2707,7 @@ impl x::Fields for SetVirtualDiskUuidExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0300, "operation SetVirtualDiskUuidEx_Task", true);
         w.write("_this", &self.this);
@@ -2359,9 +2720,11 @@ impl x::Request for SetVirtualDiskUuidExRequestType {
     const NAME: &'static str = "SetVirtualDiskUuidEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2385,16 +2748,19 @@ impl x::SchemaType for SetVirtualDiskUuidRequestType {
 }
 impl x::Structure for SetVirtualDiskUuidRequestType {}
 impl std::fmt::Debug for SetVirtualDiskUuidRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetVirtualDiskUuidRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetVirtualDiskUuidRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetVirtualDiskUuidRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2410,6 +2776,7 @@ impl x::Fields for SetVirtualDiskUuidRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -2421,9 +2788,11 @@ impl x::Request for SetVirtualDiskUuidRequestType {
     const NAME: &'static str = "SetVirtualDiskUuid";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

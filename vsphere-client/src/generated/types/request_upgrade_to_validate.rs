@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "admin")]
 /// `UpgradeIoFilterRequestType`.
 #[derive(Clone, Default)]
 pub struct UpgradeIoFilterRequestType {
@@ -21,21 +22,29 @@ pub struct UpgradeIoFilterRequestType {
     /// Since vSphere API 8.0.3.0.
     pub vib_ssl_trust: Option<AnyIoFilterManagerSslTrust>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UpgradeIoFilterRequestType {
     const TYPE_NAME: &'static str = "UpgradeIoFilterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UpgradeIoFilterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UpgradeIoFilterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpgradeIoFilterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UpgradeIoFilterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UpgradeIoFilterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -52,6 +61,7 @@ impl x::Fields for UpgradeIoFilterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
@@ -68,13 +78,16 @@ impl x::Fields for UpgradeIoFilterRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for UpgradeIoFilterRequestType {
     const NAME: &'static str = "UpgradeIoFilter_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -94,16 +107,19 @@ impl x::SchemaType for UpgradeToolsRequestType {
 }
 impl x::Structure for UpgradeToolsRequestType {}
 impl std::fmt::Debug for UpgradeToolsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpgradeToolsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpgradeToolsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpgradeToolsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -117,6 +133,7 @@ impl x::Fields for UpgradeToolsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("installerOptions", &self.installer_options);
@@ -126,9 +143,11 @@ impl x::Request for UpgradeToolsRequestType {
     const NAME: &'static str = "UpgradeTools_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -148,16 +167,19 @@ impl x::SchemaType for UpgradeVMRequestType {
 }
 impl x::Structure for UpgradeVMRequestType {}
 impl std::fmt::Debug for UpgradeVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpgradeVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpgradeVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpgradeVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -171,6 +193,7 @@ impl x::Fields for UpgradeVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("version", &self.version);
@@ -180,36 +203,47 @@ impl x::Request for UpgradeVMRequestType {
     const NAME: &'static str = "UpgradeVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `UpgradeVmLayoutRequestType`.
 #[derive(Clone, Default)]
 pub struct UpgradeVmLayoutRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UpgradeVmLayoutRequestType {
     const TYPE_NAME: &'static str = "UpgradeVmLayoutRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UpgradeVmLayoutRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UpgradeVmLayoutRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpgradeVmLayoutRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UpgradeVmLayoutRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UpgradeVmLayoutRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -222,23 +256,28 @@ impl x::Fields for UpgradeVmLayoutRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for UpgradeVmLayoutRequestType {
     const NAME: &'static str = "UpgradeVmLayout";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `UpgradeVmfsRequestType`.
 #[derive(Clone, Default)]
 pub struct UpgradeVmfsRequestType {
@@ -247,21 +286,29 @@ pub struct UpgradeVmfsRequestType {
     /// `vmfsPath`.
     pub vmfs_path: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UpgradeVmfsRequestType {
     const TYPE_NAME: &'static str = "UpgradeVmfsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UpgradeVmfsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UpgradeVmfsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpgradeVmfsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UpgradeVmfsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UpgradeVmfsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -275,24 +322,29 @@ impl x::Fields for UpgradeVmfsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vmfsPath", &self.vmfs_path);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for UpgradeVmfsRequestType {
     const NAME: &'static str = "UpgradeVmfs";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `UpgradeVsanObjectsRequestType`.
 #[derive(Default)]
 pub struct UpgradeVsanObjectsRequestType {
@@ -303,21 +355,29 @@ pub struct UpgradeVsanObjectsRequestType {
     /// `newVersion`.
     pub new_version: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UpgradeVsanObjectsRequestType {
     const TYPE_NAME: &'static str = "UpgradeVsanObjectsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UpgradeVsanObjectsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UpgradeVsanObjectsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpgradeVsanObjectsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UpgradeVsanObjectsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for UpgradeVsanObjectsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -326,7 +386,9 @@ impl Clone for UpgradeVsanObjectsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UpgradeVsanObjectsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -341,25 +403,30 @@ impl x::Fields for UpgradeVsanObjectsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("uuids", &self.uuids);
         w.write("newVersion", &self.new_version);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for UpgradeVsanObjectsRequestType {
     const NAME: &'static str = "UpgradeVsanObjects";
     const IDEMPOTENT: bool = false;
     type Response = Vec<HostVsanInternalSystemVsanObjectOperationResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `UploadClientCertRequestType`.
 #[derive(Clone, Default)]
 pub struct UploadClientCertRequestType {
@@ -372,21 +439,29 @@ pub struct UploadClientCertRequestType {
     /// `privateKey`.
     pub private_key: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UploadClientCertRequestType {
     const TYPE_NAME: &'static str = "UploadClientCertRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UploadClientCertRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UploadClientCertRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UploadClientCertRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UploadClientCertRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UploadClientCertRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -402,6 +477,7 @@ impl x::Fields for UploadClientCertRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
@@ -409,19 +485,23 @@ impl x::Fields for UploadClientCertRequestType {
         w.write_secret("privateKey", &self.private_key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for UploadClientCertRequestType {
     const NAME: &'static str = "UploadClientCert";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `UploadKmipServerCertRequestType`.
 #[derive(Clone, Default)]
 pub struct UploadKmipServerCertRequestType {
@@ -432,21 +512,29 @@ pub struct UploadKmipServerCertRequestType {
     /// `certificate`.
     pub certificate: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UploadKmipServerCertRequestType {
     const TYPE_NAME: &'static str = "UploadKmipServerCertRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UploadKmipServerCertRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UploadKmipServerCertRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UploadKmipServerCertRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UploadKmipServerCertRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UploadKmipServerCertRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -461,19 +549,23 @@ impl x::Fields for UploadKmipServerCertRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
         w.write("certificate", &self.certificate);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for UploadKmipServerCertRequestType {
     const NAME: &'static str = "UploadKmipServerCert";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -499,6 +591,7 @@ impl x::SchemaType for VCenterUpdateVStorageObjectMetadataExRequestType {
 }
 impl x::Structure for VCenterUpdateVStorageObjectMetadataExRequestType {}
 impl std::fmt::Debug for VCenterUpdateVStorageObjectMetadataExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -508,11 +601,13 @@ impl std::fmt::Debug for VCenterUpdateVStorageObjectMetadataExRequestType {
     }
 }
 impl PartialEq for VCenterUpdateVStorageObjectMetadataExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VCenterUpdateVStorageObjectMetadataExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -524,6 +619,7 @@ impl Clone for VCenterUpdateVStorageObjectMetadataExRequestType {
     }
 }
 impl x::Fields for VCenterUpdateVStorageObjectMetadataExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -540,6 +636,7 @@ impl x::Fields for VCenterUpdateVStorageObjectMetadataExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -552,9 +649,11 @@ impl x::Request for VCenterUpdateVStorageObjectMetadataExRequestType {
     const NAME: &'static str = "VCenterUpdateVStorageObjectMetadataEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -592,6 +691,7 @@ impl x::SchemaType for VStorageObjectCreateSnapshotExRequestType {
 }
 impl x::Structure for VStorageObjectCreateSnapshotExRequestType {}
 impl std::fmt::Debug for VStorageObjectCreateSnapshotExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -601,11 +701,13 @@ impl std::fmt::Debug for VStorageObjectCreateSnapshotExRequestType {
     }
 }
 impl PartialEq for VStorageObjectCreateSnapshotExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObjectCreateSnapshotExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -622,6 +724,7 @@ impl x::Fields for VStorageObjectCreateSnapshotExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0200, "operation VStorageObjectCreateSnapshotEx_Task", true);
         w.write("_this", &self.this);
@@ -643,9 +746,11 @@ impl x::Request for VStorageObjectCreateSnapshotExRequestType {
     const NAME: &'static str = "VStorageObjectCreateSnapshotEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -669,6 +774,7 @@ impl x::SchemaType for VStorageObjectCreateSnapshotRequestType {
 }
 impl x::Structure for VStorageObjectCreateSnapshotRequestType {}
 impl std::fmt::Debug for VStorageObjectCreateSnapshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -678,11 +784,13 @@ impl std::fmt::Debug for VStorageObjectCreateSnapshotRequestType {
     }
 }
 impl PartialEq for VStorageObjectCreateSnapshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObjectCreateSnapshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -698,6 +806,7 @@ impl x::Fields for VStorageObjectCreateSnapshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -709,9 +818,11 @@ impl x::Request for VStorageObjectCreateSnapshotRequestType {
     const NAME: &'static str = "VStorageObjectCreateSnapshot_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -745,6 +856,7 @@ impl x::SchemaType for VStorageObjectDeleteSnapshotEx2RequestType {
 }
 impl x::Structure for VStorageObjectDeleteSnapshotEx2RequestType {}
 impl std::fmt::Debug for VStorageObjectDeleteSnapshotEx2RequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -754,11 +866,13 @@ impl std::fmt::Debug for VStorageObjectDeleteSnapshotEx2RequestType {
     }
 }
 impl PartialEq for VStorageObjectDeleteSnapshotEx2RequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObjectDeleteSnapshotEx2RequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -774,6 +888,7 @@ impl x::Fields for VStorageObjectDeleteSnapshotEx2RequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "operation VStorageObjectDeleteSnapshotEx2_Task", true);
         w.write("_this", &self.this);
@@ -786,9 +901,11 @@ impl x::Request for VStorageObjectDeleteSnapshotEx2RequestType {
     const NAME: &'static str = "VStorageObjectDeleteSnapshotEx2_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -822,6 +939,7 @@ impl x::SchemaType for VStorageObjectDeleteSnapshotExRequestType {
 }
 impl x::Structure for VStorageObjectDeleteSnapshotExRequestType {}
 impl std::fmt::Debug for VStorageObjectDeleteSnapshotExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -831,11 +949,13 @@ impl std::fmt::Debug for VStorageObjectDeleteSnapshotExRequestType {
     }
 }
 impl PartialEq for VStorageObjectDeleteSnapshotExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObjectDeleteSnapshotExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -851,6 +971,7 @@ impl x::Fields for VStorageObjectDeleteSnapshotExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0200, "operation VStorageObjectDeleteSnapshotEx_Task", true);
         w.write("_this", &self.this);
@@ -863,9 +984,11 @@ impl x::Request for VStorageObjectDeleteSnapshotExRequestType {
     const NAME: &'static str = "VStorageObjectDeleteSnapshotEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -899,16 +1022,19 @@ impl x::SchemaType for VStorageObjectExtendDiskExRequestType {
 }
 impl x::Structure for VStorageObjectExtendDiskExRequestType {}
 impl std::fmt::Debug for VStorageObjectExtendDiskExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VStorageObjectExtendDiskExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for VStorageObjectExtendDiskExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObjectExtendDiskExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -924,6 +1050,7 @@ impl x::Fields for VStorageObjectExtendDiskExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0200, "operation VStorageObjectExtendDiskEx_Task", true);
         w.write("_this", &self.this);
@@ -936,9 +1063,11 @@ impl x::Request for VStorageObjectExtendDiskExRequestType {
     const NAME: &'static str = "VStorageObjectExtendDiskEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -960,16 +1089,19 @@ impl x::SchemaType for ValidateCredentialsInGuestRequestType {
 }
 impl x::Structure for ValidateCredentialsInGuestRequestType {}
 impl std::fmt::Debug for ValidateCredentialsInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ValidateCredentialsInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ValidateCredentialsInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ValidateCredentialsInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -984,6 +1116,7 @@ impl x::Fields for ValidateCredentialsInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -994,9 +1127,11 @@ impl x::Request for ValidateCredentialsInGuestRequestType {
     const NAME: &'static str = "ValidateCredentialsInGuest";
     const IDEMPOTENT: bool = true;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1018,16 +1153,19 @@ impl x::SchemaType for ValidateHCIConfigurationRequestType {
 }
 impl x::Structure for ValidateHCIConfigurationRequestType {}
 impl std::fmt::Debug for ValidateHCIConfigurationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ValidateHCIConfigurationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ValidateHCIConfigurationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ValidateHCIConfigurationRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1037,6 +1175,7 @@ impl Clone for ValidateHCIConfigurationRequestType {
     }
 }
 impl x::Fields for ValidateHCIConfigurationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1051,6 +1190,7 @@ impl x::Fields for ValidateHCIConfigurationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("hciConfigSpec", &self.hci_config_spec);
@@ -1061,15 +1201,18 @@ impl x::Request for ValidateHCIConfigurationRequestType {
     const NAME: &'static str = "ValidateHCIConfiguration";
     const IDEMPOTENT: bool = true;
     type Response = Vec<AnyClusterComputeResourceValidationResultBase>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `ValidateHostProfileCompositionRequestType`.
 #[derive(Default)]
 pub struct ValidateHostProfileCompositionRequestType {
@@ -1090,11 +1233,15 @@ pub struct ValidateHostProfileCompositionRequestType {
     /// `errorOnly`.
     pub error_only: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ValidateHostProfileCompositionRequestType {
     const TYPE_NAME: &'static str = "ValidateHostProfileCompositionRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ValidateHostProfileCompositionRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ValidateHostProfileCompositionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1103,12 +1250,16 @@ impl std::fmt::Debug for ValidateHostProfileCompositionRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ValidateHostProfileCompositionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ValidateHostProfileCompositionRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1122,7 +1273,9 @@ impl Clone for ValidateHostProfileCompositionRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ValidateHostProfileCompositionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1142,6 +1295,7 @@ impl x::Fields for ValidateHostProfileCompositionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("source", &self.source);
@@ -1153,13 +1307,16 @@ impl x::Fields for ValidateHostProfileCompositionRequestType {
         w.write_opt("errorOnly", &self.error_only);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ValidateHostProfileCompositionRequestType {
     const NAME: &'static str = "ValidateHostProfileComposition_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1183,16 +1340,19 @@ impl x::SchemaType for ValidateHostRequestType {
 }
 impl x::Structure for ValidateHostRequestType {}
 impl std::fmt::Debug for ValidateHostRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ValidateHostRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ValidateHostRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ValidateHostRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1208,6 +1368,7 @@ impl x::Fields for ValidateHostRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("ovfDescriptor", &self.ovf_descriptor);
@@ -1219,9 +1380,11 @@ impl x::Request for ValidateHostRequestType {
     const NAME: &'static str = "ValidateHost";
     const IDEMPOTENT: bool = true;
     type Response = OvfValidateHostResult;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1249,16 +1412,19 @@ impl x::SchemaType for ValidateMigrationRequestType {
 }
 impl x::Structure for ValidateMigrationRequestType {}
 impl std::fmt::Debug for ValidateMigrationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ValidateMigrationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ValidateMigrationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ValidateMigrationRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1271,6 +1437,7 @@ impl Clone for ValidateMigrationRequestType {
     }
 }
 impl x::Fields for ValidateMigrationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1288,6 +1455,7 @@ impl x::Fields for ValidateMigrationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("vm", &self.vm);
@@ -1301,9 +1469,11 @@ impl x::Request for ValidateMigrationRequestType {
     const NAME: &'static str = "ValidateMigration";
     const IDEMPOTENT: bool = true;
     type Response = Vec<AnyEvent>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1325,16 +1495,19 @@ impl x::SchemaType for ValidateStoragePodConfigRequestType {
 }
 impl x::Structure for ValidateStoragePodConfigRequestType {}
 impl std::fmt::Debug for ValidateStoragePodConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ValidateStoragePodConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ValidateStoragePodConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ValidateStoragePodConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1349,6 +1522,7 @@ impl x::Fields for ValidateStoragePodConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("pod", &self.pod);
@@ -1359,9 +1533,11 @@ impl x::Request for ValidateStoragePodConfigRequestType {
     const NAME: &'static str = "ValidateStoragePodConfig";
     const IDEMPOTENT: bool = true;
     type Response = Option<LocalizedMethodFault>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -65,6 +65,7 @@ impl PartialEq for RetrieveResult {
     }
 }
 impl Clone for RetrieveResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             token: self.token.clone(),
@@ -167,6 +168,7 @@ impl PartialEq for RoleAddedEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for RoleAddedEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             role_event: self.role_event.clone(),
@@ -411,6 +413,7 @@ impl PartialEq for RoleUpdatedEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for RoleUpdatedEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             role_event: self.role_event.clone(),
@@ -1249,6 +1252,7 @@ impl x::Fields for ScheduledTaskCreatedEvent {
         x::Fields::encode_fields(&self.scheduled_task_event, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `ScheduledTaskDescription` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ScheduledTaskDescription {
@@ -1263,21 +1267,27 @@ pub struct ScheduledTaskDescription {
     /// `weekOfMonth`.
     pub week_of_month: Vec<AnyElementDescription>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ScheduledTaskDescription {
     const TYPE_NAME: &'static str = "ScheduledTaskDescription";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ScheduledTaskDescription {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ScheduledTaskDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ScheduledTaskDescription", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ScheduledTaskDescription {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ScheduledTaskDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             action: x::clone_vec(&self.action),
@@ -1288,6 +1298,7 @@ impl Clone for ScheduledTaskDescription {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ScheduledTaskDescription {
     fn decode_field(
         &mut self,
@@ -1695,6 +1706,7 @@ impl x::Fields for ScheduledTaskFailedEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "admin")]
 /// `ScheduledTaskInfo` (extends `ScheduledTaskSpec`).
 ///
 /// The fields of `ScheduledTaskSpec` are in `scheduled_task_spec`, also reachable through `Deref`.
@@ -1727,20 +1739,25 @@ pub struct ScheduledTaskInfo {
     /// `taskObject`.
     pub task_object: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ScheduledTaskInfo {
     const TYPE_NAME: &'static str = "ScheduledTaskInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ScheduledTaskInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ScheduledTaskInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ScheduledTaskInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ScheduledTaskInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ScheduledTaskInfo {
     type Target = ScheduledTaskSpec;
     #[inline]
@@ -1748,12 +1765,14 @@ impl std::ops::Deref for ScheduledTaskInfo {
         &self.scheduled_task_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ScheduledTaskInfo {
     #[inline]
     fn deref_mut(&mut self) -> &mut ScheduledTaskSpec {
         &mut self.scheduled_task_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ScheduledTaskInfo {
     fn decode_field(
         &mut self,
@@ -1913,6 +1932,7 @@ impl x::Fields for ScheduledTaskRemovedEvent {
         x::Fields::encode_fields(&self.scheduled_task_event, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `ScheduledTaskSpec` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyScheduledTaskSpec`], which also carries its subtypes.
@@ -1931,20 +1951,25 @@ pub struct ScheduledTaskSpec {
     /// `notification`.
     pub notification: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ScheduledTaskSpec {
     const TYPE_NAME: &'static str = "ScheduledTaskSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ScheduledTaskSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ScheduledTaskSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ScheduledTaskSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ScheduledTaskSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ScheduledTaskSpec {
     fn decode_field(
         &mut self,

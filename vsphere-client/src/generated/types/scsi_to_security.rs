@@ -84,6 +84,7 @@ impl PartialEq for ScsiLun {
     }
 }
 impl Clone for ScsiLun {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_device: self.host_device.clone(),
@@ -318,6 +319,7 @@ impl PartialEq for ScsiLunDurableName {
     }
 }
 impl Clone for ScsiLunDurableName {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             namespace: self.namespace.clone(),
@@ -437,6 +439,7 @@ impl PartialEq for SearchIndexFilter {
     }
 }
 impl Clone for SearchIndexFilter {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             predicates: x::clone_vec(&self.predicates),
@@ -600,6 +603,7 @@ impl PartialEq for SearchIndexPredicate {
     }
 }
 impl Clone for SearchIndexPredicate {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             property_path: self.property_path.clone(),
@@ -681,6 +685,7 @@ impl PartialEq for SearchIndexQuerySpec {
     }
 }
 impl Clone for SearchIndexQuerySpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             properties: x::clone_vec(&self.properties),
@@ -742,6 +747,7 @@ impl PartialEq for SearchIndexResourceItem {
     }
 }
 impl Clone for SearchIndexResourceItem {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             property_values: x::clone_vec(&self.property_values),
@@ -807,6 +813,7 @@ impl PartialEq for SearchIndexResultSet {
     }
 }
 impl Clone for SearchIndexResultSet {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             properties: x::clone_vec(&self.properties),
@@ -1189,6 +1196,7 @@ impl PartialEq for SecurityProfile {
     }
 }
 impl Clone for SecurityProfile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             apply_profile: self.apply_profile.clone(),

@@ -803,6 +803,7 @@ impl x::Fields for ServiceLocatorSAMLCredential {
         w.write_opt_secret("token", &self.token);
     }
 }
+#[cfg(feature = "admin")]
 /// `ServiceManagerServiceInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ServiceManagerServiceInfo {
@@ -815,21 +816,27 @@ pub struct ServiceManagerServiceInfo {
     /// `description`.
     pub description: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ServiceManagerServiceInfo {
     const TYPE_NAME: &'static str = "ServiceManagerServiceInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ServiceManagerServiceInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ServiceManagerServiceInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ServiceManagerServiceInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ServiceManagerServiceInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ServiceManagerServiceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             service_name: self.service_name.clone(),
@@ -839,6 +846,7 @@ impl Clone for ServiceManagerServiceInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ServiceManagerServiceInfo {
     fn decode_field(
         &mut self,
@@ -862,6 +870,7 @@ impl x::Fields for ServiceManagerServiceInfo {
         w.write("description", &self.description);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ServiceManagerServiceInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfServiceManagerServiceInfo";
     const ITEM_TAG: &'static str = "ServiceManagerServiceInfo";
@@ -1016,6 +1025,7 @@ impl PartialEq for SessionManagerGenericServiceTicket {
     }
 }
 impl Clone for SessionManagerGenericServiceTicket {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),

@@ -316,23 +316,29 @@ impl x::Fields for SingleMac {
         w.write("address", &self.address);
     }
 }
+#[cfg(feature = "admin")]
 /// `SiteInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct SiteInfo {}
+#[cfg(feature = "admin")]
 impl x::SchemaType for SiteInfo {
     const TYPE_NAME: &'static str = "SiteInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SiteInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SiteInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SiteInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SiteInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SiteInfo {
     fn decode_field(
         &mut self,
@@ -937,6 +943,7 @@ impl PartialEq for SnapshotRevertIssue {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for SnapshotRevertIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             migration_fault: self.migration_fault.clone(),
@@ -1152,6 +1159,7 @@ impl x::Fields for SoftRuleVioCorrectionImpact {
         w.write("vmName", &self.vm_name);
     }
 }
+#[cfg(feature = "admin")]
 /// `SoftwarePackage` (extends `DynamicData`).
 #[derive(Default)]
 pub struct SoftwarePackage {
@@ -1192,21 +1200,27 @@ pub struct SoftwarePackage {
     /// `payload`.
     pub payload: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SoftwarePackage {
     const TYPE_NAME: &'static str = "SoftwarePackage";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SoftwarePackage {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SoftwarePackage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SoftwarePackage", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SoftwarePackage {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for SoftwarePackage {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -1230,6 +1244,7 @@ impl Clone for SoftwarePackage {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SoftwarePackage {
     fn decode_field(
         &mut self,
@@ -1283,10 +1298,12 @@ impl x::Fields for SoftwarePackage {
         w.write_vec("payload", &self.payload);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for SoftwarePackage {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfSoftwarePackage";
     const ITEM_TAG: &'static str = "SoftwarePackage";
 }
+#[cfg(feature = "admin")]
 /// `SoftwarePackageCapability` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct SoftwarePackageCapability {
@@ -1299,20 +1316,25 @@ pub struct SoftwarePackageCapability {
     /// `overlay`.
     pub overlay: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SoftwarePackageCapability {
     const TYPE_NAME: &'static str = "SoftwarePackageCapability";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SoftwarePackageCapability {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SoftwarePackageCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SoftwarePackageCapability", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SoftwarePackageCapability {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SoftwarePackageCapability {
     fn decode_field(
         &mut self,

@@ -61,6 +61,7 @@ impl x::Fields for SolutionUserRequired {
         x::Fields::encode_fields(&self.security_error, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `SourceNodeSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct SourceNodeSpec {
@@ -69,20 +70,25 @@ pub struct SourceNodeSpec {
     /// `activeVc`.
     pub active_vc: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SourceNodeSpec {
     const TYPE_NAME: &'static str = "SourceNodeSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SourceNodeSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SourceNodeSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SourceNodeSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SourceNodeSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SourceNodeSpec {
     fn decode_field(
         &mut self,
@@ -947,6 +953,7 @@ impl PartialEq for StorageDrsConfigInfo {
     }
 }
 impl Clone for StorageDrsConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             pod_config: self.pod_config.clone(),
@@ -996,6 +1003,7 @@ impl PartialEq for StorageDrsConfigSpec {
     }
 }
 impl Clone for StorageDrsConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             pod_config_spec: self.pod_config_spec.clone(),
@@ -1508,6 +1516,7 @@ impl PartialEq for StorageDrsPlacementRankVmSpec {
     }
 }
 impl Clone for StorageDrsPlacementRankVmSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_placement_spec: self.vm_placement_spec.clone(),
@@ -1577,6 +1586,7 @@ impl PartialEq for StorageDrsPodConfigInfo {
     }
 }
 impl Clone for StorageDrsPodConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             enabled: self.enabled,
@@ -1666,6 +1676,7 @@ impl PartialEq for StorageDrsPodConfigSpec {
     }
 }
 impl Clone for StorageDrsPodConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             enabled: self.enabled,
@@ -1739,6 +1750,7 @@ impl PartialEq for StorageDrsPodSelectionSpec {
     }
 }
 impl Clone for StorageDrsPodSelectionSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             initial_vm_config: x::clone_vec(&self.initial_vm_config),
@@ -2020,6 +2032,7 @@ impl PartialEq for StorageDrsVmConfigInfo {
     }
 }
 impl Clone for StorageDrsVmConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm: self.vm.clone(),
@@ -2527,6 +2540,7 @@ impl PartialEq for StoragePerformanceSummary {
     }
 }
 impl Clone for StoragePerformanceSummary {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             interval: self.interval,
@@ -2683,6 +2697,7 @@ impl PartialEq for StoragePlacementResult {
     }
 }
 impl Clone for StoragePlacementResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             recommendations: x::clone_vec(&self.recommendations),
@@ -2871,6 +2886,7 @@ impl PartialEq for StorageProfile {
     }
 }
 impl Clone for StorageProfile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             apply_profile: self.apply_profile.clone(),

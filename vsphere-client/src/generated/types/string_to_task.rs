@@ -174,6 +174,7 @@ impl x::Fields for StringPolicy {
         w.write_opt("value", &self.value);
     }
 }
+#[cfg(feature = "admin")]
 /// `StructuredCustomizations` (extends `HostProfilesEntityCustomizations`).
 #[derive(Clone, Default)]
 pub struct StructuredCustomizations {
@@ -182,20 +183,25 @@ pub struct StructuredCustomizations {
     /// `customizations`.
     pub customizations: Option<AnswerFile>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for StructuredCustomizations {
     const TYPE_NAME: &'static str = "StructuredCustomizations";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for StructuredCustomizations {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for StructuredCustomizations {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "StructuredCustomizations", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for StructuredCustomizations {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for StructuredCustomizations {
     fn decode_field(
         &mut self,
@@ -215,6 +221,7 @@ impl x::Fields for StructuredCustomizations {
         w.write_opt("customizations", &self.customizations);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for StructuredCustomizations {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfStructuredCustomizations";
     const ITEM_TAG: &'static str = "StructuredCustomizations";
@@ -752,6 +759,7 @@ impl x::Fields for SystemError {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "admin")]
 /// `SystemEventInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct SystemEventInfo {
@@ -766,20 +774,25 @@ pub struct SystemEventInfo {
     /// `sensorNumber`.
     pub sensor_number: i64,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SystemEventInfo {
     const TYPE_NAME: &'static str = "SystemEventInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SystemEventInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SystemEventInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SystemEventInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SystemEventInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SystemEventInfo {
     fn decode_field(
         &mut self,
@@ -805,6 +818,7 @@ impl x::Fields for SystemEventInfo {
         w.write("sensorNumber", &self.sensor_number);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for SystemEventInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfSystemEventInfo";
     const ITEM_TAG: &'static str = "SystemEventInfo";
@@ -1039,6 +1053,7 @@ impl PartialEq for TaskDescription {
     }
 }
 impl Clone for TaskDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             method_info: x::clone_vec(&self.method_info),
@@ -1172,6 +1187,7 @@ impl PartialEq for TaskFilterSpec {
     }
 }
 impl Clone for TaskFilterSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             entity: self.entity.clone(),
@@ -1334,6 +1350,7 @@ impl PartialEq for TaskFilterSpecByUsername {
     }
 }
 impl Clone for TaskFilterSpecByUsername {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             system_user: self.system_user,
@@ -1484,6 +1501,7 @@ impl PartialEq for TaskInfo {
     }
 }
 impl Clone for TaskInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -1663,6 +1681,7 @@ impl PartialEq for TaskInfoFilterSpecFilterTaskResults {
     }
 }
 impl Clone for TaskInfoFilterSpecFilterTaskResults {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             remove_all: self.remove_all,
@@ -1957,6 +1976,7 @@ impl x::Fields for TaskReasonUser {
         w.write("userName", &self.user_name);
     }
 }
+#[cfg(feature = "admin")]
 /// `TaskScheduler` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyTaskScheduler`], which also carries its subtypes.
@@ -1967,20 +1987,25 @@ pub struct TaskScheduler {
     /// `expireTime`.
     pub expire_time: Option<x::DateTime>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for TaskScheduler {
     const TYPE_NAME: &'static str = "TaskScheduler";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for TaskScheduler {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for TaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "TaskScheduler", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for TaskScheduler {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for TaskScheduler {
     fn decode_field(
         &mut self,

@@ -742,6 +742,7 @@ impl PartialEq for TraversalSpec {
     }
 }
 impl Clone for TraversalSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             selection_spec: self.selection_spec.clone(),

@@ -499,25 +499,31 @@ impl x::Fields for UnsupportedVmxLocation {
         x::Fields::encode_fields(&self.vm_config_fault, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `UntrustedCertificate` (extends `IoFilterManagerSslTrust`).
 ///
 /// Since vSphere API 8.0.3.0.
 #[derive(Clone, Default)]
 pub struct UntrustedCertificate {}
+#[cfg(feature = "admin")]
 impl x::SchemaType for UntrustedCertificate {
     const TYPE_NAME: &'static str = "UntrustedCertificate";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UntrustedCertificate {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UntrustedCertificate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UntrustedCertificate", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UntrustedCertificate {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UntrustedCertificate {
     fn decode_field(
         &mut self,
@@ -611,6 +617,7 @@ impl PartialEq for UpdateSet {
     }
 }
 impl Clone for UpdateSet {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             version: self.version.clone(),
@@ -661,6 +668,7 @@ impl PartialEq for UpdateVirtualMachineFilesResult {
     }
 }
 impl Clone for UpdateVirtualMachineFilesResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             failed_vm_file: x::clone_vec(&self.failed_vm_file),
@@ -1097,6 +1105,7 @@ impl PartialEq for UsbScanCodeSpec {
     }
 }
 impl Clone for UsbScanCodeSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key_events: x::clone_vec(&self.key_events),

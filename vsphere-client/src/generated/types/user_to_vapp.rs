@@ -131,6 +131,7 @@ impl x::ArrayItem for UserGroupProfile {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfUserGroupProfile";
     const ITEM_TAG: &'static str = "UserGroupProfile";
 }
+#[cfg(feature = "admin")]
 /// `UserInputRequiredParameterMetadata` (extends `ProfilePolicyOptionMetadata`).
 ///
 /// The fields of `ProfilePolicyOptionMetadata` are in `profile_policy_option_metadata`, also reachable through `Deref`.
@@ -141,21 +142,27 @@ pub struct UserInputRequiredParameterMetadata {
     /// `userInputParameter`.
     pub user_input_parameter: Vec<ProfileParameterMetadata>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UserInputRequiredParameterMetadata {
     const TYPE_NAME: &'static str = "UserInputRequiredParameterMetadata";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UserInputRequiredParameterMetadata {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UserInputRequiredParameterMetadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UserInputRequiredParameterMetadata", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UserInputRequiredParameterMetadata {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for UserInputRequiredParameterMetadata {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             profile_policy_option_metadata: self.profile_policy_option_metadata.clone(),
@@ -163,6 +170,7 @@ impl Clone for UserInputRequiredParameterMetadata {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for UserInputRequiredParameterMetadata {
     type Target = ProfilePolicyOptionMetadata;
     #[inline]
@@ -170,12 +178,14 @@ impl std::ops::Deref for UserInputRequiredParameterMetadata {
         &self.profile_policy_option_metadata
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for UserInputRequiredParameterMetadata {
     #[inline]
     fn deref_mut(&mut self) -> &mut ProfilePolicyOptionMetadata {
         &mut self.profile_policy_option_metadata
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UserInputRequiredParameterMetadata {
     fn decode_field(
         &mut self,
@@ -484,6 +494,7 @@ impl x::Fields for UserPasswordChanged {
         w.write("userLogin", &self.user_login);
     }
 }
+#[cfg(feature = "admin")]
 /// `UserPrivilegeResult` (extends `DynamicData`).
 #[derive(Default)]
 pub struct UserPrivilegeResult {
@@ -492,21 +503,27 @@ pub struct UserPrivilegeResult {
     /// `privileges`.
     pub privileges: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UserPrivilegeResult {
     const TYPE_NAME: &'static str = "UserPrivilegeResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UserPrivilegeResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UserPrivilegeResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UserPrivilegeResult", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UserPrivilegeResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for UserPrivilegeResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             entity: self.entity.clone(),
@@ -514,6 +531,7 @@ impl Clone for UserPrivilegeResult {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UserPrivilegeResult {
     fn decode_field(
         &mut self,
@@ -533,6 +551,7 @@ impl x::Fields for UserPrivilegeResult {
         w.write_vec("privileges", &self.privileges);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for UserPrivilegeResult {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfUserPrivilegeResult";
     const ITEM_TAG: &'static str = "UserPrivilegeResult";
@@ -596,6 +615,7 @@ impl x::ArrayItem for UserProfile {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfUserProfile";
     const ITEM_TAG: &'static str = "UserProfile";
 }
+#[cfg(feature = "admin")]
 /// `UserSearchResult` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyUserSearchResult`], which also carries its subtypes.
@@ -608,20 +628,25 @@ pub struct UserSearchResult {
     /// `group`.
     pub group: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UserSearchResult {
     const TYPE_NAME: &'static str = "UserSearchResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UserSearchResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UserSearchResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UserSearchResult", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UserSearchResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UserSearchResult {
     fn decode_field(
         &mut self,
@@ -878,6 +903,7 @@ impl PartialEq for VASAStorageArray {
     }
 }
 impl Clone for VASAStorageArray {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -1120,6 +1146,7 @@ impl PartialEq for VAppCloneSpec {
     }
 }
 impl Clone for VAppCloneSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             location: self.location.clone(),
@@ -1349,6 +1376,7 @@ impl PartialEq for VAppConfigInfo {
     }
 }
 impl Clone for VAppConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_config_info: self.vm_config_info.clone(),
@@ -1427,6 +1455,7 @@ impl PartialEq for VAppConfigSpec {
     }
 }
 impl Clone for VAppConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_config_spec: self.vm_config_spec.clone(),
@@ -1574,6 +1603,7 @@ impl PartialEq for VAppIPAssignmentInfo {
     }
 }
 impl Clone for VAppIPAssignmentInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             supported_allocation_scheme: x::clone_vec(&self.supported_allocation_scheme),

@@ -1170,6 +1170,7 @@ impl PartialEq for VMwareDVSConfigInfo {
     }
 }
 impl Clone for VMwareDVSConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_config_info: self.dvs_config_info.clone(),
@@ -1315,6 +1316,7 @@ impl PartialEq for VMwareDVSConfigSpec {
     }
 }
 impl Clone for VMwareDVSConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_config_spec: self.dvs_config_spec.clone(),
@@ -1675,6 +1677,7 @@ impl PartialEq for VMwareDVSMtuHealthCheckResult {
     }
 }
 impl Clone for VMwareDVSMtuHealthCheckResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_member_uplink_health_check_result: self
@@ -2126,6 +2129,7 @@ impl PartialEq for VMwareDVSVlanHealthCheckResult {
     }
 }
 impl Clone for VMwareDVSVlanHealthCheckResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_member_uplink_health_check_result: self
@@ -2526,6 +2530,7 @@ impl PartialEq for VMwareDvsLacpGroupConfig {
     }
 }
 impl Clone for VMwareDvsLacpGroupConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -2683,6 +2688,7 @@ impl PartialEq for VMwareDvsLagVlanConfig {
     }
 }
 impl Clone for VMwareDvsLagVlanConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vlan_id: x::clone_vec(&self.vlan_id),
@@ -2814,6 +2820,7 @@ impl PartialEq for VMwareDvsSystemTrafficCapabilities {
     }
 }
 impl Clone for VMwareDvsSystemTrafficCapabilities {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             system_traffic_qualifiers: x::clone_vec(&self.system_traffic_qualifiers),
@@ -2985,6 +2992,7 @@ impl PartialEq for VMwareUplinkPortOrderPolicy {
     }
 }
 impl Clone for VMwareUplinkPortOrderPolicy {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             inheritable_policy: self.inheritable_policy.clone(),
@@ -3055,6 +3063,7 @@ impl PartialEq for VMwareVspanPort {
     }
 }
 impl Clone for VMwareVspanPort {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             port_key: x::clone_vec(&self.port_key),

@@ -5,6 +5,67 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualDeviceURIBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualDeviceURIBackingOption {
+    /// The fields `VirtualDeviceURIBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+    /// `directions`.
+    pub directions: ChoiceOption,
+}
+impl x::SchemaType for VirtualDeviceURIBackingOption {
+    const TYPE_NAME: &'static str = "VirtualDeviceURIBackingOption";
+}
+impl x::Structure for VirtualDeviceURIBackingOption {}
+impl std::fmt::Debug for VirtualDeviceURIBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDeviceURIBackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDeviceURIBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualDeviceURIBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualDeviceURIBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualDeviceURIBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "directions" => r.read(&mut self.directions),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_backing_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+        w.write("directions", &self.directions);
+    }
+}
 /// `VirtualDisk` (extends `VirtualDevice`).
 ///
 /// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
@@ -64,6 +125,7 @@ impl PartialEq for VirtualDisk {
     }
 }
 impl Clone for VirtualDisk {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_device: self.virtual_device.clone(),
@@ -199,6 +261,7 @@ impl PartialEq for VirtualDiskAntiAffinityRuleSpec {
     }
 }
 impl Clone for VirtualDiskAntiAffinityRuleSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_rule_info: self.cluster_rule_info.clone(),
@@ -717,6 +780,7 @@ impl PartialEq for VirtualDiskFlatVer2BackingOption {
     }
 }
 impl Clone for VirtualDiskFlatVer2BackingOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_device_file_backing_option: self
@@ -1204,6 +1268,7 @@ impl PartialEq for VirtualDiskPartitionedRawDiskVer2BackingInfo {
     }
 }
 impl Clone for VirtualDiskPartitionedRawDiskVer2BackingInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_disk_raw_disk_ver2_backing_info: self
@@ -1674,6 +1739,7 @@ impl PartialEq for VirtualDiskRuleSpec {
     }
 }
 impl Clone for VirtualDiskRuleSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_rule_info: self.cluster_rule_info.clone(),
@@ -1855,6 +1921,7 @@ impl PartialEq for VirtualDiskSeSparseBackingOption {
     }
 }
 impl Clone for VirtualDiskSeSparseBackingOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_device_file_backing_option: self
@@ -2997,113 +3064,5 @@ impl x::Fields for VirtualEthernetCardNetworkBackingInfo {
         x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
         w.write_opt("network", &self.network);
         w.write_opt("inPassthroughMode", &self.in_passthrough_mode);
-    }
-}
-/// `VirtualEthernetCardNetworkBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualEthernetCardNetworkBackingOption {
-    /// The fields `VirtualEthernetCardNetworkBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualEthernetCardNetworkBackingOption {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardNetworkBackingOption";
-}
-impl x::Structure for VirtualEthernetCardNetworkBackingOption {}
-impl std::fmt::Debug for VirtualEthernetCardNetworkBackingOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "VirtualEthernetCardNetworkBackingOption",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for VirtualEthernetCardNetworkBackingOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl std::ops::Deref for VirtualEthernetCardNetworkBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualEthernetCardNetworkBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualEthernetCardNetworkBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VirtualEthernetCardNotSupported` (extends `DeviceNotSupported`).
-///
-/// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualEthernetCardNotSupported {
-    /// The fields `VirtualEthernetCardNotSupported` inherits from `DeviceNotSupported`.
-    pub device_not_supported: DeviceNotSupported,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VirtualEthernetCardNotSupported {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardNotSupported";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VirtualEthernetCardNotSupported {}
-#[cfg(feature = "all-faults")]
-impl std::fmt::Debug for VirtualEthernetCardNotSupported {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "VirtualEthernetCardNotSupported", x::fields_ref(self))
-    }
-}
-#[cfg(feature = "all-faults")]
-impl PartialEq for VirtualEthernetCardNotSupported {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VirtualEthernetCardNotSupported {
-    type Target = DeviceNotSupported;
-    #[inline]
-    fn deref(&self) -> &DeviceNotSupported {
-        &self.device_not_supported
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VirtualEthernetCardNotSupported {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DeviceNotSupported {
-        &mut self.device_not_supported
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VirtualEthernetCardNotSupported {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.device_not_supported, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.device_not_supported, w);
     }
 }

@@ -5,6 +5,114 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualEthernetCardNetworkBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualEthernetCardNetworkBackingOption {
+    /// The fields `VirtualEthernetCardNetworkBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualEthernetCardNetworkBackingOption {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardNetworkBackingOption";
+}
+impl x::Structure for VirtualEthernetCardNetworkBackingOption {}
+impl std::fmt::Debug for VirtualEthernetCardNetworkBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualEthernetCardNetworkBackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualEthernetCardNetworkBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualEthernetCardNetworkBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualEthernetCardNetworkBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualEthernetCardNetworkBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `VirtualEthernetCardNotSupported` (extends `DeviceNotSupported`).
+///
+/// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualEthernetCardNotSupported {
+    /// The fields `VirtualEthernetCardNotSupported` inherits from `DeviceNotSupported`.
+    pub device_not_supported: DeviceNotSupported,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for VirtualEthernetCardNotSupported {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardNotSupported";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for VirtualEthernetCardNotSupported {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for VirtualEthernetCardNotSupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualEthernetCardNotSupported", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for VirtualEthernetCardNotSupported {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for VirtualEthernetCardNotSupported {
+    type Target = DeviceNotSupported;
+    #[inline]
+    fn deref(&self) -> &DeviceNotSupported {
+        &self.device_not_supported
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for VirtualEthernetCardNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DeviceNotSupported {
+        &mut self.device_not_supported
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for VirtualEthernetCardNotSupported {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.device_not_supported, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.device_not_supported, w);
+    }
+}
 /// `VirtualEthernetCardOpaqueNetworkBackingInfo` (extends `VirtualDeviceBackingInfo`).
 #[derive(Clone, Default)]
 pub struct VirtualEthernetCardOpaqueNetworkBackingInfo {
@@ -655,6 +763,7 @@ impl PartialEq for VirtualHardware {
     }
 }
 impl Clone for VirtualHardware {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             num_cpu: self.num_cpu,
@@ -869,6 +978,7 @@ impl PartialEq for VirtualHardwareOption {
     }
 }
 impl Clone for VirtualHardwareOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             hw_version: self.hw_version,
@@ -1618,6 +1728,7 @@ impl PartialEq for VirtualMachineAffinityInfo {
     }
 }
 impl Clone for VirtualMachineAffinityInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             affinity_set: x::clone_vec(&self.affinity_set),
@@ -1707,6 +1818,7 @@ impl PartialEq for VirtualMachineBootOptions {
     }
 }
 impl Clone for VirtualMachineBootOptions {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             boot_delay: self.boot_delay,

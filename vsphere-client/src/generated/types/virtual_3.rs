@@ -224,6 +224,7 @@ impl PartialEq for VirtualMachineConfigInfo {
     }
 }
 impl Clone for VirtualMachineConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             change_version: self.change_version.clone(),
@@ -770,6 +771,7 @@ impl PartialEq for VirtualMachineConfigOption {
     }
 }
 impl Clone for VirtualMachineConfigOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             version: self.version.clone(),
@@ -873,6 +875,7 @@ impl PartialEq for VirtualMachineConfigOptionDescriptor {
     }
 }
 impl Clone for VirtualMachineConfigOptionDescriptor {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -1133,6 +1136,7 @@ impl PartialEq for VirtualMachineConfigSpec {
     }
 }
 impl Clone for VirtualMachineConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             change_version: self.change_version.clone(),
@@ -1908,6 +1912,7 @@ impl PartialEq for VirtualMachineDatastoreInfo {
     }
 }
 impl Clone for VirtualMachineDatastoreInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_machine_target_info: self.virtual_machine_target_info.clone(),
@@ -2148,6 +2153,7 @@ impl PartialEq for VirtualMachineDefinedProfileSpec {
     }
 }
 impl Clone for VirtualMachineDefinedProfileSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             profile_id: self.profile_id.clone(),
@@ -2307,6 +2313,7 @@ impl PartialEq for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStat
     }
 }
 impl Clone for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_direct_path_gen2_active: self.vm_direct_path_gen2_active,
@@ -2431,6 +2438,7 @@ impl PartialEq for VirtualMachineDiskDeviceInfo {
     }
 }
 impl Clone for VirtualMachineDiskDeviceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_machine_target_info: self.virtual_machine_target_info.clone(),
@@ -2568,6 +2576,7 @@ impl PartialEq for VirtualMachineDvxClassInfo {
     }
 }
 impl Clone for VirtualMachineDvxClassInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             device_class: self.device_class.clone(),

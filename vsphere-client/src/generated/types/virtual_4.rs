@@ -34,6 +34,7 @@ impl PartialEq for VirtualMachineFileLayout {
     }
 }
 impl Clone for VirtualMachineFileLayout {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             config_file: x::clone_vec(&self.config_file),
@@ -92,6 +93,7 @@ impl PartialEq for VirtualMachineFileLayoutDiskLayout {
     }
 }
 impl Clone for VirtualMachineFileLayoutDiskLayout {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key,
@@ -149,6 +151,7 @@ impl PartialEq for VirtualMachineFileLayoutEx {
     }
 }
 impl Clone for VirtualMachineFileLayoutEx {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             file: x::clone_vec(&self.file),
@@ -208,6 +211,7 @@ impl PartialEq for VirtualMachineFileLayoutExDiskLayout {
     }
 }
 impl Clone for VirtualMachineFileLayoutExDiskLayout {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key,
@@ -270,6 +274,7 @@ impl PartialEq for VirtualMachineFileLayoutExDiskUnit {
     }
 }
 impl Clone for VirtualMachineFileLayoutExDiskUnit {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             file_key: x::clone_vec(&self.file_key),
@@ -393,6 +398,7 @@ impl PartialEq for VirtualMachineFileLayoutExSnapshotLayout {
     }
 }
 impl Clone for VirtualMachineFileLayoutExSnapshotLayout {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -452,6 +458,7 @@ impl PartialEq for VirtualMachineFileLayoutSnapshotLayout {
     }
 }
 impl Clone for VirtualMachineFileLayoutSnapshotLayout {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -836,6 +843,7 @@ impl PartialEq for VirtualMachineGuestRebootStatus {
     }
 }
 impl Clone for VirtualMachineGuestRebootStatus {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             reboot_requested: self.reboot_requested,
@@ -960,6 +968,7 @@ impl PartialEq for VirtualMachineIdeDiskDeviceInfo {
     }
 }
 impl Clone for VirtualMachineIdeDiskDeviceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_machine_disk_device_info: self
@@ -1143,6 +1152,7 @@ impl PartialEq for VirtualMachineIndependentFilterSpec {
     }
 }
 impl Clone for VirtualMachineIndependentFilterSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             filter_name: self.filter_name.clone(),
@@ -1199,6 +1209,7 @@ impl PartialEq for VirtualMachineInstantCloneSpec {
     }
 }
 impl Clone for VirtualMachineInstantCloneSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -1321,6 +1332,7 @@ impl x::Fields for VirtualMachineMemoryReservationInfo {
         w.write("allocationPolicy", &self.allocation_policy);
     }
 }
+#[cfg(feature = "admin")]
 /// `VirtualMachineMemoryReservationSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct VirtualMachineMemoryReservationSpec {
@@ -1329,20 +1341,25 @@ pub struct VirtualMachineMemoryReservationSpec {
     /// `allocationPolicy`.
     pub allocation_policy: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VirtualMachineMemoryReservationSpec {
     const TYPE_NAME: &'static str = "VirtualMachineMemoryReservationSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VirtualMachineMemoryReservationSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VirtualMachineMemoryReservationSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VirtualMachineMemoryReservationSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VirtualMachineMemoryReservationSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VirtualMachineMemoryReservationSpec {
     fn decode_field(
         &mut self,
@@ -1387,6 +1404,7 @@ impl PartialEq for VirtualMachineMessage {
     }
 }
 impl Clone for VirtualMachineMessage {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -2099,6 +2117,7 @@ impl PartialEq for VirtualMachineProfileDetails {
     }
 }
 impl Clone for VirtualMachineProfileDetails {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             profile: x::clone_vec(&self.profile),
@@ -2152,6 +2171,7 @@ impl PartialEq for VirtualMachineProfileDetailsDiskProfileDetails {
     }
 }
 impl Clone for VirtualMachineProfileDetailsDiskProfileDetails {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             disk_id: self.disk_id,
@@ -2275,6 +2295,7 @@ impl PartialEq for VirtualMachinePropertyRelation {
     }
 }
 impl Clone for VirtualMachinePropertyRelation {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -2332,6 +2353,7 @@ impl PartialEq for VirtualMachineQuestionInfo {
     }
 }
 impl Clone for VirtualMachineQuestionInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -2431,6 +2453,7 @@ impl PartialEq for VirtualMachineQuickStats {
     }
 }
 impl Clone for VirtualMachineQuickStats {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             overall_cpu_usage: self.overall_cpu_usage,
@@ -2628,6 +2651,7 @@ impl PartialEq for VirtualMachineRelocateSpec {
     }
 }
 impl Clone for VirtualMachineRelocateSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             service: self.service.clone(),
@@ -2736,6 +2760,7 @@ impl PartialEq for VirtualMachineRelocateSpecDiskLocator {
     }
 }
 impl Clone for VirtualMachineRelocateSpecDiskLocator {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             disk_id: self.disk_id,

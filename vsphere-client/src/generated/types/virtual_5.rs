@@ -108,6 +108,7 @@ impl PartialEq for VirtualMachineRuntimeInfo {
     }
 }
 impl Clone for VirtualMachineRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             device: x::clone_vec(&self.device),
@@ -612,6 +613,7 @@ impl PartialEq for VirtualMachineSgxTargetInfo {
     }
 }
 impl Clone for VirtualMachineSgxTargetInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_machine_target_info: self.virtual_machine_target_info.clone(),
@@ -701,6 +703,7 @@ impl PartialEq for VirtualMachineSnapshotInfo {
     }
 }
 impl Clone for VirtualMachineSnapshotInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             current_snapshot: self.current_snapshot.clone(),
@@ -768,6 +771,7 @@ impl PartialEq for VirtualMachineSnapshotTree {
     }
 }
 impl Clone for VirtualMachineSnapshotTree {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             snapshot: self.snapshot.clone(),
@@ -1081,6 +1085,7 @@ impl PartialEq for VirtualMachineStorageInfo {
     }
 }
 impl Clone for VirtualMachineStorageInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             per_datastore_usage: x::clone_vec(&self.per_datastore_usage),
@@ -1191,6 +1196,7 @@ impl PartialEq for VirtualMachineSummary {
     }
 }
 impl Clone for VirtualMachineSummary {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm: self.vm.clone(),
@@ -1262,6 +1268,7 @@ impl PartialEq for VirtualMachineTargetInfo {
     }
 }
 impl Clone for VirtualMachineTargetInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -1327,6 +1334,7 @@ impl PartialEq for VirtualMachineTicket {
     }
 }
 impl Clone for VirtualMachineTicket {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ticket: self.ticket.clone(),
@@ -1477,6 +1485,7 @@ impl PartialEq for VirtualMachineUsbInfo {
     }
 }
 impl Clone for VirtualMachineUsbInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_machine_target_info: self.virtual_machine_target_info.clone(),
@@ -1701,6 +1710,7 @@ impl PartialEq for VirtualMachineVMCIDeviceFilterInfo {
     }
 }
 impl Clone for VirtualMachineVMCIDeviceFilterInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             filters: x::clone_vec(&self.filters),
@@ -2114,6 +2124,7 @@ impl PartialEq for VirtualMachineVendorDeviceGroupInfo {
     }
 }
 impl Clone for VirtualMachineVendorDeviceGroupInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_machine_target_info: self.virtual_machine_target_info.clone(),
@@ -2373,6 +2384,7 @@ impl PartialEq for VirtualMachineVgpuProfileInfo {
     }
 }
 impl Clone for VirtualMachineVgpuProfileInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_machine_target_info: self.virtual_machine_target_info.clone(),
@@ -2544,6 +2556,7 @@ impl PartialEq for VirtualMachineVirtualDeviceGroups {
     }
 }
 impl Clone for VirtualMachineVirtualDeviceGroups {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             device_group: x::clone_vec(&self.device_group),

@@ -340,6 +340,7 @@ impl PartialEq for VirtualNVMEControllerOption {
     }
 }
 impl Clone for VirtualNVMEControllerOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_controller_option: self.virtual_controller_option.clone(),
@@ -422,6 +423,7 @@ impl PartialEq for VirtualNicManagerNetConfig {
     }
 }
 impl Clone for VirtualNicManagerNetConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             nic_type: self.nic_type.clone(),
@@ -886,6 +888,7 @@ impl PartialEq for VirtualPCIPassthroughDvxBackingInfo {
     }
 }
 impl Clone for VirtualPCIPassthroughDvxBackingInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             device_class: self.device_class.clone(),
@@ -997,6 +1000,7 @@ impl PartialEq for VirtualPCIPassthroughDynamicBackingInfo {
     }
 }
 impl Clone for VirtualPCIPassthroughDynamicBackingInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_device_device_backing_info: self
@@ -2511,6 +2515,7 @@ impl PartialEq for VirtualSCSIControllerOption {
     }
 }
 impl Clone for VirtualSCSIControllerOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_controller_option: self.virtual_controller_option.clone(),

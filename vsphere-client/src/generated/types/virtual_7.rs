@@ -1025,6 +1025,7 @@ impl PartialEq for VirtualTPM {
     }
 }
 impl Clone for VirtualTPM {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_device: self.virtual_device.clone(),
@@ -1100,6 +1101,7 @@ impl PartialEq for VirtualTPMOption {
     }
 }
 impl Clone for VirtualTPMOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_device_option: self.virtual_device_option.clone(),
@@ -1171,6 +1173,7 @@ impl PartialEq for VirtualUSB {
     }
 }
 impl Clone for VirtualUSB {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_device: self.virtual_device.clone(),
@@ -1309,6 +1312,7 @@ impl PartialEq for VirtualUSBControllerOption {
     }
 }
 impl Clone for VirtualUSBControllerOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_controller_option: self.virtual_controller_option.clone(),
@@ -1868,6 +1872,7 @@ impl PartialEq for VirtualUSBXHCIControllerOption {
     }
 }
 impl Clone for VirtualUSBXHCIControllerOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_controller_option: self.virtual_controller_option.clone(),

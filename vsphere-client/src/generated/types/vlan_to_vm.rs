@@ -207,6 +207,7 @@ impl PartialEq for VmAlreadyExistsInDatacenter {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for VmAlreadyExistsInDatacenter {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             invalid_folder: self.invalid_folder.clone(),
@@ -1202,6 +1203,7 @@ impl PartialEq for VmConfigFileQueryFilter {
     }
 }
 impl Clone for VmConfigFileQueryFilter {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             match_config_version: x::clone_vec(&self.match_config_version),
@@ -1432,6 +1434,7 @@ impl PartialEq for VmConfigInfo {
     }
 }
 impl Clone for VmConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             product: x::clone_vec(&self.product),
@@ -1569,6 +1572,7 @@ impl PartialEq for VmConfigSpec {
     }
 }
 impl Clone for VmConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             product: x::clone_vec(&self.product),
@@ -2468,6 +2472,7 @@ impl PartialEq for VmDiskFileInfo {
     }
 }
 impl Clone for VmDiskFileInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             file_info: self.file_info.clone(),
@@ -2605,6 +2610,7 @@ impl PartialEq for VmDiskFileQueryFilter {
     }
 }
 impl Clone for VmDiskFileQueryFilter {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             disk_type: x::clone_vec(&self.disk_type),
@@ -3497,69 +3503,6 @@ impl std::ops::DerefMut for VmFailedToResetEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Fields for VmFailedToResetEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "reason" => r.read(&mut self.reason),
-            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-        w.write("reason", &self.reason);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `VmFailedToShutdownGuestEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VmFailedToShutdownGuestEvent {
-    /// The fields `VmFailedToShutdownGuestEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-    /// `reason`.
-    pub reason: LocalizedMethodFault,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for VmFailedToShutdownGuestEvent {
-    const TYPE_NAME: &'static str = "VmFailedToShutdownGuestEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for VmFailedToShutdownGuestEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for VmFailedToShutdownGuestEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "VmFailedToShutdownGuestEvent", x::fields_ref(self))
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for VmFailedToShutdownGuestEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for VmFailedToShutdownGuestEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for VmFailedToShutdownGuestEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for VmFailedToShutdownGuestEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,

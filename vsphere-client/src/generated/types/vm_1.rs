@@ -6,6 +6,69 @@ use super::*;
 use crate::xml as x;
 
 #[cfg(feature = "all-events")]
+/// `VmFailedToShutdownGuestEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VmFailedToShutdownGuestEvent {
+    /// The fields `VmFailedToShutdownGuestEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `reason`.
+    pub reason: LocalizedMethodFault,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmFailedToShutdownGuestEvent {
+    const TYPE_NAME: &'static str = "VmFailedToShutdownGuestEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmFailedToShutdownGuestEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmFailedToShutdownGuestEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmFailedToShutdownGuestEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmFailedToShutdownGuestEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmFailedToShutdownGuestEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmFailedToShutdownGuestEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmFailedToShutdownGuestEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write("reason", &self.reason);
+    }
+}
+#[cfg(feature = "all-events")]
 /// `VmFailedToStandbyGuestEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -566,6 +629,7 @@ impl PartialEq for VmFaultToleranceOpIssuesList {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for VmFaultToleranceOpIssuesList {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_fault_tolerance_issue: self.vm_fault_tolerance_issue.clone(),
@@ -1991,6 +2055,7 @@ impl PartialEq for VmMessageErrorEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for VmMessageErrorEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_event: self.vm_event.clone(),
@@ -2068,6 +2133,7 @@ impl PartialEq for VmMessageEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for VmMessageEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_event: self.vm_event.clone(),
@@ -2145,6 +2211,7 @@ impl PartialEq for VmMessageWarningEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for VmMessageWarningEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_event: self.vm_event.clone(),
@@ -2682,6 +2749,7 @@ impl PartialEq for VmPodConfigForPlacement {
     }
 }
 impl Clone for VmPodConfigForPlacement {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             storage_pod: self.storage_pod.clone(),
@@ -3032,6 +3100,7 @@ impl PartialEq for VmPoweringOnWithCustomizedDVPortEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for VmPoweringOnWithCustomizedDVPortEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_event: self.vm_event.clone(),

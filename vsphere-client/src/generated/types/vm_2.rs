@@ -1872,6 +1872,7 @@ impl PartialEq for VmToVmGroupsAntiAffinity {
     }
 }
 impl Clone for VmToVmGroupsAntiAffinity {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             self_tag: self.self_tag.clone(),
@@ -2757,6 +2758,7 @@ impl PartialEq for VmWwnAssignedEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for VmWwnAssignedEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_event: self.vm_event.clone(),
@@ -2838,6 +2840,7 @@ impl PartialEq for VmWwnChangedEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for VmWwnChangedEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_event: self.vm_event.clone(),
@@ -2998,6 +3001,7 @@ impl PartialEq for VmWwnConflictEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for VmWwnConflictEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_event: self.vm_event.clone(),

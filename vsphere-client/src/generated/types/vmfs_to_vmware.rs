@@ -117,6 +117,7 @@ impl x::Fields for VmfsAmbiguousMount {
         x::Fields::encode_fields(&self.vmfs_mount_fault, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `VmfsConfigOption` (extends `DynamicData`).
 #[derive(Default)]
 pub struct VmfsConfigOption {
@@ -137,21 +138,27 @@ pub struct VmfsConfigOption {
     /// Since vSphere API 8.0.0.1.
     pub unmap_bandwidth_ultra_low: Option<i64>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VmfsConfigOption {
     const TYPE_NAME: &'static str = "VmfsConfigOption";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VmfsConfigOption {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VmfsConfigOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VmfsConfigOption", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VmfsConfigOption {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VmfsConfigOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             block_size_option: self.block_size_option,
@@ -164,6 +171,7 @@ impl Clone for VmfsConfigOption {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VmfsConfigOption {
     fn decode_field(
         &mut self,
@@ -207,6 +215,7 @@ impl x::Fields for VmfsConfigOption {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for VmfsConfigOption {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVmfsConfigOption";
     const ITEM_TAG: &'static str = "VmfsConfigOption";
@@ -331,6 +340,7 @@ impl PartialEq for VmfsDatastoreCreateSpec {
     }
 }
 impl Clone for VmfsDatastoreCreateSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vmfs_datastore_spec: self.vmfs_datastore_spec.clone(),
@@ -461,6 +471,7 @@ impl PartialEq for VmfsDatastoreExtendSpec {
     }
 }
 impl Clone for VmfsDatastoreExtendSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vmfs_datastore_spec: self.vmfs_datastore_spec.clone(),
@@ -590,6 +601,7 @@ impl PartialEq for VmfsDatastoreMultipleExtentOption {
     }
 }
 impl Clone for VmfsDatastoreMultipleExtentOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vmfs_datastore_base_option: self.vmfs_datastore_base_option.clone(),
@@ -980,6 +992,7 @@ impl PartialEq for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
     }
 }
 impl Clone for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             active_uplink: x::clone_vec(&self.active_uplink),
@@ -1211,6 +1224,7 @@ impl PartialEq for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
     }
 }
 impl Clone for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             lan_a_uplink: x::clone_vec(&self.lan_a_uplink),
@@ -1271,6 +1285,7 @@ impl PartialEq for VmwareDistributedVirtualSwitchTrunkVlanSpec {
     }
 }
 impl Clone for VmwareDistributedVirtualSwitchTrunkVlanSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vmware_distributed_virtual_switch_vlan_spec: self

@@ -627,6 +627,7 @@ impl x::Fields for VsanFault {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanHostClusterStatus` (extends `DynamicData`).
 #[derive(Default)]
 pub struct VsanHostClusterStatus {
@@ -641,21 +642,27 @@ pub struct VsanHostClusterStatus {
     /// `memberUuid`.
     pub member_uuid: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanHostClusterStatus {
     const TYPE_NAME: &'static str = "VsanHostClusterStatus";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanHostClusterStatus {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanHostClusterStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VsanHostClusterStatus", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanHostClusterStatus {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VsanHostClusterStatus {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             uuid: self.uuid.clone(),
@@ -666,6 +673,7 @@ impl Clone for VsanHostClusterStatus {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanHostClusterStatus {
     fn decode_field(
         &mut self,
@@ -691,6 +699,7 @@ impl x::Fields for VsanHostClusterStatus {
         w.write_vec("memberUuid", &self.member_uuid);
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanHostClusterStatusState` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct VsanHostClusterStatusState {
@@ -699,20 +708,25 @@ pub struct VsanHostClusterStatusState {
     /// `completion`.
     pub completion: Option<VsanHostClusterStatusStateCompletionEstimate>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanHostClusterStatusState {
     const TYPE_NAME: &'static str = "VsanHostClusterStatusState";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanHostClusterStatusState {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanHostClusterStatusState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VsanHostClusterStatusState", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanHostClusterStatusState {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanHostClusterStatusState {
     fn decode_field(
         &mut self,
@@ -732,6 +746,7 @@ impl x::Fields for VsanHostClusterStatusState {
         w.write_opt("completion", &self.completion);
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanHostClusterStatusStateCompletionEstimate` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct VsanHostClusterStatusStateCompletionEstimate {
@@ -740,10 +755,13 @@ pub struct VsanHostClusterStatusStateCompletionEstimate {
     /// `percentComplete`.
     pub percent_complete: Option<i32>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanHostClusterStatusStateCompletionEstimate {
     const TYPE_NAME: &'static str = "VsanHostClusterStatusStateCompletionEstimate";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanHostClusterStatusStateCompletionEstimate {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanHostClusterStatusStateCompletionEstimate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -753,11 +771,13 @@ impl std::fmt::Debug for VsanHostClusterStatusStateCompletionEstimate {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanHostClusterStatusStateCompletionEstimate {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanHostClusterStatusStateCompletionEstimate {
     fn decode_field(
         &mut self,
@@ -930,6 +950,7 @@ impl PartialEq for VsanHostConfigInfoNetworkInfo {
     }
 }
 impl Clone for VsanHostConfigInfoNetworkInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             port: x::clone_vec(&self.port),
@@ -1029,6 +1050,7 @@ impl PartialEq for VsanHostConfigInfoStorageInfo {
     }
 }
 impl Clone for VsanHostConfigInfoStorageInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             auto_claim_storage: self.auto_claim_storage,
@@ -1168,6 +1190,7 @@ impl PartialEq for VsanHostDiskMapResult {
     }
 }
 impl Clone for VsanHostDiskMapResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             mapping: self.mapping.clone(),
@@ -1224,6 +1247,7 @@ impl PartialEq for VsanHostDiskMapping {
     }
 }
 impl Clone for VsanHostDiskMapping {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ssd: self.ssd.clone(),
@@ -1459,6 +1483,7 @@ impl PartialEq for VsanHostRuntimeInfo {
     }
 }
 impl Clone for VsanHostRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             membership_list: x::clone_vec(&self.membership_list),
@@ -1630,6 +1655,7 @@ impl x::Fields for VsanIncompatibleDiskMapping {
         x::Fields::encode_fields(&self.vsan_disk_fault, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanNewPolicyBatch` (extends `DynamicData`).
 #[derive(Default)]
 pub struct VsanNewPolicyBatch {
@@ -1638,21 +1664,27 @@ pub struct VsanNewPolicyBatch {
     /// `policy`.
     pub policy: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanNewPolicyBatch {
     const TYPE_NAME: &'static str = "VsanNewPolicyBatch";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanNewPolicyBatch {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanNewPolicyBatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VsanNewPolicyBatch", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanNewPolicyBatch {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VsanNewPolicyBatch {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             size: x::clone_vec(&self.size),
@@ -1660,6 +1692,7 @@ impl Clone for VsanNewPolicyBatch {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanNewPolicyBatch {
     fn decode_field(
         &mut self,
@@ -1679,10 +1712,12 @@ impl x::Fields for VsanNewPolicyBatch {
         w.write_opt("policy", &self.policy);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for VsanNewPolicyBatch {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVsanNewPolicyBatch";
     const ITEM_TAG: &'static str = "VsanNewPolicyBatch";
 }
+#[cfg(feature = "admin")]
 /// `VsanPolicyChangeBatch` (extends `DynamicData`).
 #[derive(Default)]
 pub struct VsanPolicyChangeBatch {
@@ -1691,21 +1726,27 @@ pub struct VsanPolicyChangeBatch {
     /// `policy`.
     pub policy: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanPolicyChangeBatch {
     const TYPE_NAME: &'static str = "VsanPolicyChangeBatch";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanPolicyChangeBatch {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanPolicyChangeBatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VsanPolicyChangeBatch", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanPolicyChangeBatch {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VsanPolicyChangeBatch {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             uuid: x::clone_vec(&self.uuid),
@@ -1713,6 +1754,7 @@ impl Clone for VsanPolicyChangeBatch {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanPolicyChangeBatch {
     fn decode_field(
         &mut self,
@@ -1732,10 +1774,12 @@ impl x::Fields for VsanPolicyChangeBatch {
         w.write_opt("policy", &self.policy);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for VsanPolicyChangeBatch {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVsanPolicyChangeBatch";
     const ITEM_TAG: &'static str = "VsanPolicyChangeBatch";
 }
+#[cfg(feature = "admin")]
 /// `VsanPolicyCost` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct VsanPolicyCost {
@@ -1756,20 +1800,25 @@ pub struct VsanPolicyCost {
     /// `diskSpaceToAddressSpaceRatio`.
     pub disk_space_to_address_space_ratio: Option<f32>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanPolicyCost {
     const TYPE_NAME: &'static str = "VsanPolicyCost";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanPolicyCost {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanPolicyCost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VsanPolicyCost", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanPolicyCost {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanPolicyCost {
     fn decode_field(
         &mut self,
@@ -1815,6 +1864,7 @@ impl x::Fields for VsanPolicyCost {
         );
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanPolicySatisfiability` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct VsanPolicySatisfiability {
@@ -1827,20 +1877,25 @@ pub struct VsanPolicySatisfiability {
     /// `cost`.
     pub cost: Option<VsanPolicyCost>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanPolicySatisfiability {
     const TYPE_NAME: &'static str = "VsanPolicySatisfiability";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanPolicySatisfiability {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanPolicySatisfiability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VsanPolicySatisfiability", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanPolicySatisfiability {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanPolicySatisfiability {
     fn decode_field(
         &mut self,
@@ -1864,10 +1919,12 @@ impl x::Fields for VsanPolicySatisfiability {
         w.write_opt("cost", &self.cost);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for VsanPolicySatisfiability {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVsanPolicySatisfiability";
     const ITEM_TAG: &'static str = "VsanPolicySatisfiability";
 }
+#[cfg(feature = "admin")]
 /// `VsanUpgradeSystemAPIBrokenIssue` (extends `VsanUpgradeSystemPreflightCheckIssue`).
 ///
 /// The fields of `VsanUpgradeSystemPreflightCheckIssue` are in `vsan_upgrade_system_preflight_check_issue`, also reachable through `Deref`.
@@ -1878,21 +1935,27 @@ pub struct VsanUpgradeSystemAPIBrokenIssue {
     /// `hosts`.
     pub hosts: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanUpgradeSystemAPIBrokenIssue {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemAPIBrokenIssue";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanUpgradeSystemAPIBrokenIssue {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanUpgradeSystemAPIBrokenIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VsanUpgradeSystemAPIBrokenIssue", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanUpgradeSystemAPIBrokenIssue {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VsanUpgradeSystemAPIBrokenIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vsan_upgrade_system_preflight_check_issue: self
@@ -1902,6 +1965,7 @@ impl Clone for VsanUpgradeSystemAPIBrokenIssue {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for VsanUpgradeSystemAPIBrokenIssue {
     type Target = VsanUpgradeSystemPreflightCheckIssue;
     #[inline]
@@ -1909,12 +1973,14 @@ impl std::ops::Deref for VsanUpgradeSystemAPIBrokenIssue {
         &self.vsan_upgrade_system_preflight_check_issue
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for VsanUpgradeSystemAPIBrokenIssue {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanUpgradeSystemPreflightCheckIssue {
         &mut self.vsan_upgrade_system_preflight_check_issue
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanUpgradeSystemAPIBrokenIssue {
     fn decode_field(
         &mut self,
@@ -1939,6 +2005,7 @@ impl x::Fields for VsanUpgradeSystemAPIBrokenIssue {
         w.write_vec("hosts", &self.hosts);
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanUpgradeSystemAutoClaimEnabledOnHostsIssue` (extends `VsanUpgradeSystemPreflightCheckIssue`).
 ///
 /// The fields of `VsanUpgradeSystemPreflightCheckIssue` are in `vsan_upgrade_system_preflight_check_issue`, also reachable through `Deref`.
@@ -1949,10 +2016,13 @@ pub struct VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
     /// `hosts`.
     pub hosts: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemAutoClaimEnabledOnHostsIssue";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -1962,12 +2032,15 @@ impl std::fmt::Debug for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vsan_upgrade_system_preflight_check_issue: self
@@ -1977,6 +2050,7 @@ impl Clone for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
     type Target = VsanUpgradeSystemPreflightCheckIssue;
     #[inline]
@@ -1984,12 +2058,14 @@ impl std::ops::Deref for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
         &self.vsan_upgrade_system_preflight_check_issue
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanUpgradeSystemPreflightCheckIssue {
         &mut self.vsan_upgrade_system_preflight_check_issue
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
     fn decode_field(
         &mut self,
@@ -2014,6 +2090,7 @@ impl x::Fields for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
         w.write_vec("hosts", &self.hosts);
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanUpgradeSystemHostsDisconnectedIssue` (extends `VsanUpgradeSystemPreflightCheckIssue`).
 ///
 /// The fields of `VsanUpgradeSystemPreflightCheckIssue` are in `vsan_upgrade_system_preflight_check_issue`, also reachable through `Deref`.
@@ -2024,10 +2101,13 @@ pub struct VsanUpgradeSystemHostsDisconnectedIssue {
     /// `hosts`.
     pub hosts: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanUpgradeSystemHostsDisconnectedIssue {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemHostsDisconnectedIssue";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanUpgradeSystemHostsDisconnectedIssue {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanUpgradeSystemHostsDisconnectedIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -2037,12 +2117,15 @@ impl std::fmt::Debug for VsanUpgradeSystemHostsDisconnectedIssue {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanUpgradeSystemHostsDisconnectedIssue {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VsanUpgradeSystemHostsDisconnectedIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vsan_upgrade_system_preflight_check_issue: self
@@ -2052,6 +2135,7 @@ impl Clone for VsanUpgradeSystemHostsDisconnectedIssue {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for VsanUpgradeSystemHostsDisconnectedIssue {
     type Target = VsanUpgradeSystemPreflightCheckIssue;
     #[inline]
@@ -2059,12 +2143,14 @@ impl std::ops::Deref for VsanUpgradeSystemHostsDisconnectedIssue {
         &self.vsan_upgrade_system_preflight_check_issue
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for VsanUpgradeSystemHostsDisconnectedIssue {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanUpgradeSystemPreflightCheckIssue {
         &mut self.vsan_upgrade_system_preflight_check_issue
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanUpgradeSystemHostsDisconnectedIssue {
     fn decode_field(
         &mut self,
@@ -2089,6 +2175,7 @@ impl x::Fields for VsanUpgradeSystemHostsDisconnectedIssue {
         w.write_vec("hosts", &self.hosts);
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanUpgradeSystemMissingHostsInClusterIssue` (extends `VsanUpgradeSystemPreflightCheckIssue`).
 ///
 /// The fields of `VsanUpgradeSystemPreflightCheckIssue` are in `vsan_upgrade_system_preflight_check_issue`, also reachable through `Deref`.
@@ -2099,10 +2186,13 @@ pub struct VsanUpgradeSystemMissingHostsInClusterIssue {
     /// `hosts`.
     pub hosts: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanUpgradeSystemMissingHostsInClusterIssue {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemMissingHostsInClusterIssue";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanUpgradeSystemMissingHostsInClusterIssue {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanUpgradeSystemMissingHostsInClusterIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -2112,12 +2202,15 @@ impl std::fmt::Debug for VsanUpgradeSystemMissingHostsInClusterIssue {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanUpgradeSystemMissingHostsInClusterIssue {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VsanUpgradeSystemMissingHostsInClusterIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vsan_upgrade_system_preflight_check_issue: self
@@ -2127,6 +2220,7 @@ impl Clone for VsanUpgradeSystemMissingHostsInClusterIssue {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for VsanUpgradeSystemMissingHostsInClusterIssue {
     type Target = VsanUpgradeSystemPreflightCheckIssue;
     #[inline]
@@ -2134,12 +2228,14 @@ impl std::ops::Deref for VsanUpgradeSystemMissingHostsInClusterIssue {
         &self.vsan_upgrade_system_preflight_check_issue
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for VsanUpgradeSystemMissingHostsInClusterIssue {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanUpgradeSystemPreflightCheckIssue {
         &mut self.vsan_upgrade_system_preflight_check_issue
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanUpgradeSystemMissingHostsInClusterIssue {
     fn decode_field(
         &mut self,
@@ -2164,33 +2260,41 @@ impl x::Fields for VsanUpgradeSystemMissingHostsInClusterIssue {
         w.write_vec("hosts", &self.hosts);
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanUpgradeSystemNetworkPartitionInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct VsanUpgradeSystemNetworkPartitionInfo {
     /// `hosts`.
     pub hosts: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanUpgradeSystemNetworkPartitionInfo {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemNetworkPartitionInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanUpgradeSystemNetworkPartitionInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanUpgradeSystemNetworkPartitionInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VsanUpgradeSystemNetworkPartitionInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanUpgradeSystemNetworkPartitionInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VsanUpgradeSystemNetworkPartitionInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             hosts: x::clone_vec(&self.hosts),
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanUpgradeSystemNetworkPartitionInfo {
     fn decode_field(
         &mut self,
@@ -2208,10 +2312,12 @@ impl x::Fields for VsanUpgradeSystemNetworkPartitionInfo {
         w.write_vec("hosts", &self.hosts);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for VsanUpgradeSystemNetworkPartitionInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVsanUpgradeSystemNetworkPartitionInfo";
     const ITEM_TAG: &'static str = "VsanUpgradeSystemNetworkPartitionInfo";
 }
+#[cfg(feature = "admin")]
 /// `VsanUpgradeSystemNetworkPartitionIssue` (extends `VsanUpgradeSystemPreflightCheckIssue`).
 ///
 /// The fields of `VsanUpgradeSystemPreflightCheckIssue` are in `vsan_upgrade_system_preflight_check_issue`, also reachable through `Deref`.
@@ -2222,21 +2328,27 @@ pub struct VsanUpgradeSystemNetworkPartitionIssue {
     /// `partitions`.
     pub partitions: Vec<VsanUpgradeSystemNetworkPartitionInfo>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanUpgradeSystemNetworkPartitionIssue {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemNetworkPartitionIssue";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanUpgradeSystemNetworkPartitionIssue {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanUpgradeSystemNetworkPartitionIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VsanUpgradeSystemNetworkPartitionIssue", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanUpgradeSystemNetworkPartitionIssue {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VsanUpgradeSystemNetworkPartitionIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vsan_upgrade_system_preflight_check_issue: self
@@ -2246,6 +2358,7 @@ impl Clone for VsanUpgradeSystemNetworkPartitionIssue {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for VsanUpgradeSystemNetworkPartitionIssue {
     type Target = VsanUpgradeSystemPreflightCheckIssue;
     #[inline]
@@ -2253,12 +2366,14 @@ impl std::ops::Deref for VsanUpgradeSystemNetworkPartitionIssue {
         &self.vsan_upgrade_system_preflight_check_issue
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for VsanUpgradeSystemNetworkPartitionIssue {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanUpgradeSystemPreflightCheckIssue {
         &mut self.vsan_upgrade_system_preflight_check_issue
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanUpgradeSystemNetworkPartitionIssue {
     fn decode_field(
         &mut self,
@@ -2283,6 +2398,7 @@ impl x::Fields for VsanUpgradeSystemNetworkPartitionIssue {
         w.write_vec("partitions", &self.partitions);
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanUpgradeSystemNotEnoughFreeCapacityIssue` (extends `VsanUpgradeSystemPreflightCheckIssue`).
 ///
 /// The fields of `VsanUpgradeSystemPreflightCheckIssue` are in `vsan_upgrade_system_preflight_check_issue`, also reachable through `Deref`.
@@ -2293,10 +2409,13 @@ pub struct VsanUpgradeSystemNotEnoughFreeCapacityIssue {
     /// `reducedRedundancyUpgradePossible`.
     pub reduced_redundancy_upgrade_possible: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemNotEnoughFreeCapacityIssue";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanUpgradeSystemNotEnoughFreeCapacityIssue {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -2306,11 +2425,13 @@ impl std::fmt::Debug for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
     type Target = VsanUpgradeSystemPreflightCheckIssue;
     #[inline]
@@ -2318,12 +2439,14 @@ impl std::ops::Deref for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
         &self.vsan_upgrade_system_preflight_check_issue
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanUpgradeSystemPreflightCheckIssue {
         &mut self.vsan_upgrade_system_preflight_check_issue
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
     fn decode_field(
         &mut self,
@@ -2353,6 +2476,7 @@ impl x::Fields for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
         );
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanUpgradeSystemPreflightCheckIssue` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyVsanUpgradeSystemPreflightCheckIssue`], which also carries its subtypes.
@@ -2361,20 +2485,25 @@ pub struct VsanUpgradeSystemPreflightCheckIssue {
     /// `msg`.
     pub msg: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanUpgradeSystemPreflightCheckIssue {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemPreflightCheckIssue";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanUpgradeSystemPreflightCheckIssue {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanUpgradeSystemPreflightCheckIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VsanUpgradeSystemPreflightCheckIssue", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanUpgradeSystemPreflightCheckIssue {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanUpgradeSystemPreflightCheckIssue {
     fn decode_field(
         &mut self,
@@ -2392,6 +2521,7 @@ impl x::Fields for VsanUpgradeSystemPreflightCheckIssue {
         w.write("msg", &self.msg);
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanUpgradeSystemPreflightCheckResult` (extends `DynamicData`).
 #[derive(Default)]
 pub struct VsanUpgradeSystemPreflightCheckResult {
@@ -2400,21 +2530,27 @@ pub struct VsanUpgradeSystemPreflightCheckResult {
     /// `diskMappingToRestore`.
     pub disk_mapping_to_restore: Option<VsanHostDiskMapping>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanUpgradeSystemPreflightCheckResult {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemPreflightCheckResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanUpgradeSystemPreflightCheckResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanUpgradeSystemPreflightCheckResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VsanUpgradeSystemPreflightCheckResult", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanUpgradeSystemPreflightCheckResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VsanUpgradeSystemPreflightCheckResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             issues: x::clone_vec(&self.issues),
@@ -2422,6 +2558,7 @@ impl Clone for VsanUpgradeSystemPreflightCheckResult {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanUpgradeSystemPreflightCheckResult {
     fn decode_field(
         &mut self,
@@ -2441,6 +2578,7 @@ impl x::Fields for VsanUpgradeSystemPreflightCheckResult {
         w.write_opt("diskMappingToRestore", &self.disk_mapping_to_restore);
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanUpgradeSystemRogueHostsInClusterIssue` (extends `VsanUpgradeSystemPreflightCheckIssue`).
 ///
 /// The fields of `VsanUpgradeSystemPreflightCheckIssue` are in `vsan_upgrade_system_preflight_check_issue`, also reachable through `Deref`.
@@ -2451,10 +2589,13 @@ pub struct VsanUpgradeSystemRogueHostsInClusterIssue {
     /// `uuids`.
     pub uuids: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanUpgradeSystemRogueHostsInClusterIssue {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemRogueHostsInClusterIssue";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanUpgradeSystemRogueHostsInClusterIssue {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanUpgradeSystemRogueHostsInClusterIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -2464,12 +2605,15 @@ impl std::fmt::Debug for VsanUpgradeSystemRogueHostsInClusterIssue {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanUpgradeSystemRogueHostsInClusterIssue {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VsanUpgradeSystemRogueHostsInClusterIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vsan_upgrade_system_preflight_check_issue: self
@@ -2479,6 +2623,7 @@ impl Clone for VsanUpgradeSystemRogueHostsInClusterIssue {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for VsanUpgradeSystemRogueHostsInClusterIssue {
     type Target = VsanUpgradeSystemPreflightCheckIssue;
     #[inline]
@@ -2486,12 +2631,14 @@ impl std::ops::Deref for VsanUpgradeSystemRogueHostsInClusterIssue {
         &self.vsan_upgrade_system_preflight_check_issue
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for VsanUpgradeSystemRogueHostsInClusterIssue {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanUpgradeSystemPreflightCheckIssue {
         &mut self.vsan_upgrade_system_preflight_check_issue
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanUpgradeSystemRogueHostsInClusterIssue {
     fn decode_field(
         &mut self,
@@ -2516,6 +2663,7 @@ impl x::Fields for VsanUpgradeSystemRogueHostsInClusterIssue {
         w.write_vec("uuids", &self.uuids);
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanUpgradeSystemUpgradeHistoryDiskGroupOp` (extends `VsanUpgradeSystemUpgradeHistoryItem`).
 ///
 /// The fields of `VsanUpgradeSystemUpgradeHistoryItem` are in `vsan_upgrade_system_upgrade_history_item`, also reachable through `Deref`.
@@ -2528,10 +2676,13 @@ pub struct VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
     /// `diskMapping`.
     pub disk_mapping: VsanHostDiskMapping,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemUpgradeHistoryDiskGroupOp";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -2541,11 +2692,13 @@ impl std::fmt::Debug for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
     type Target = VsanUpgradeSystemUpgradeHistoryItem;
     #[inline]
@@ -2553,12 +2706,14 @@ impl std::ops::Deref for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
         &self.vsan_upgrade_system_upgrade_history_item
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanUpgradeSystemUpgradeHistoryItem {
         &mut self.vsan_upgrade_system_upgrade_history_item
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
     fn decode_field(
         &mut self,
@@ -2585,6 +2740,7 @@ impl x::Fields for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
         w.write("diskMapping", &self.disk_mapping);
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanUpgradeSystemUpgradeHistoryItem` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyVsanUpgradeSystemUpgradeHistoryItem`], which also carries its subtypes.
@@ -2599,20 +2755,25 @@ pub struct VsanUpgradeSystemUpgradeHistoryItem {
     /// `task`.
     pub task: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanUpgradeSystemUpgradeHistoryItem {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemUpgradeHistoryItem";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanUpgradeSystemUpgradeHistoryItem {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanUpgradeSystemUpgradeHistoryItem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VsanUpgradeSystemUpgradeHistoryItem", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanUpgradeSystemUpgradeHistoryItem {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanUpgradeSystemUpgradeHistoryItem {
     fn decode_field(
         &mut self,
@@ -2636,6 +2797,7 @@ impl x::Fields for VsanUpgradeSystemUpgradeHistoryItem {
         w.write_opt("task", &self.task);
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanUpgradeSystemUpgradeHistoryPreflightFail` (extends `VsanUpgradeSystemUpgradeHistoryItem`).
 ///
 /// The fields of `VsanUpgradeSystemUpgradeHistoryItem` are in `vsan_upgrade_system_upgrade_history_item`, also reachable through `Deref`.
@@ -2646,10 +2808,13 @@ pub struct VsanUpgradeSystemUpgradeHistoryPreflightFail {
     /// `preflightResult`.
     pub preflight_result: VsanUpgradeSystemPreflightCheckResult,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanUpgradeSystemUpgradeHistoryPreflightFail {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemUpgradeHistoryPreflightFail";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanUpgradeSystemUpgradeHistoryPreflightFail {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanUpgradeSystemUpgradeHistoryPreflightFail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -2659,11 +2824,13 @@ impl std::fmt::Debug for VsanUpgradeSystemUpgradeHistoryPreflightFail {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanUpgradeSystemUpgradeHistoryPreflightFail {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for VsanUpgradeSystemUpgradeHistoryPreflightFail {
     type Target = VsanUpgradeSystemUpgradeHistoryItem;
     #[inline]
@@ -2671,12 +2838,14 @@ impl std::ops::Deref for VsanUpgradeSystemUpgradeHistoryPreflightFail {
         &self.vsan_upgrade_system_upgrade_history_item
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for VsanUpgradeSystemUpgradeHistoryPreflightFail {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanUpgradeSystemUpgradeHistoryItem {
         &mut self.vsan_upgrade_system_upgrade_history_item
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanUpgradeSystemUpgradeHistoryPreflightFail {
     fn decode_field(
         &mut self,
@@ -2701,6 +2870,7 @@ impl x::Fields for VsanUpgradeSystemUpgradeHistoryPreflightFail {
         w.write("preflightResult", &self.preflight_result);
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanUpgradeSystemUpgradeStatus` (extends `DynamicData`).
 #[derive(Default)]
 pub struct VsanUpgradeSystemUpgradeStatus {
@@ -2715,21 +2885,27 @@ pub struct VsanUpgradeSystemUpgradeStatus {
     /// `progress`.
     pub progress: Option<i32>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanUpgradeSystemUpgradeStatus {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemUpgradeStatus";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanUpgradeSystemUpgradeStatus {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanUpgradeSystemUpgradeStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VsanUpgradeSystemUpgradeStatus", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanUpgradeSystemUpgradeStatus {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VsanUpgradeSystemUpgradeStatus {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             in_progress: self.in_progress,
@@ -2740,6 +2916,7 @@ impl Clone for VsanUpgradeSystemUpgradeStatus {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanUpgradeSystemUpgradeStatus {
     fn decode_field(
         &mut self,
@@ -2765,6 +2942,7 @@ impl x::Fields for VsanUpgradeSystemUpgradeStatus {
         w.write_opt("progress", &self.progress);
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue` (extends `VsanUpgradeSystemPreflightCheckIssue`).
 ///
 /// The fields of `VsanUpgradeSystemPreflightCheckIssue` are in `vsan_upgrade_system_preflight_check_issue`, also reachable through `Deref`.
@@ -2775,10 +2953,13 @@ pub struct VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
     /// `uuids`.
     pub uuids: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -2788,12 +2969,15 @@ impl std::fmt::Debug for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vsan_upgrade_system_preflight_check_issue: self
@@ -2803,6 +2987,7 @@ impl Clone for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
     type Target = VsanUpgradeSystemPreflightCheckIssue;
     #[inline]
@@ -2810,12 +2995,14 @@ impl std::ops::Deref for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
         &self.vsan_upgrade_system_preflight_check_issue
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanUpgradeSystemPreflightCheckIssue {
         &mut self.vsan_upgrade_system_preflight_check_issue
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
     fn decode_field(
         &mut self,
@@ -2840,6 +3027,7 @@ impl x::Fields for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
         w.write_vec("uuids", &self.uuids);
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanUpgradeSystemWrongEsxVersionIssue` (extends `VsanUpgradeSystemPreflightCheckIssue`).
 ///
 /// The fields of `VsanUpgradeSystemPreflightCheckIssue` are in `vsan_upgrade_system_preflight_check_issue`, also reachable through `Deref`.
@@ -2850,21 +3038,27 @@ pub struct VsanUpgradeSystemWrongEsxVersionIssue {
     /// `hosts`.
     pub hosts: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanUpgradeSystemWrongEsxVersionIssue {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemWrongEsxVersionIssue";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanUpgradeSystemWrongEsxVersionIssue {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanUpgradeSystemWrongEsxVersionIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VsanUpgradeSystemWrongEsxVersionIssue", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanUpgradeSystemWrongEsxVersionIssue {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VsanUpgradeSystemWrongEsxVersionIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vsan_upgrade_system_preflight_check_issue: self
@@ -2874,6 +3068,7 @@ impl Clone for VsanUpgradeSystemWrongEsxVersionIssue {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for VsanUpgradeSystemWrongEsxVersionIssue {
     type Target = VsanUpgradeSystemPreflightCheckIssue;
     #[inline]
@@ -2881,12 +3076,14 @@ impl std::ops::Deref for VsanUpgradeSystemWrongEsxVersionIssue {
         &self.vsan_upgrade_system_preflight_check_issue
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for VsanUpgradeSystemWrongEsxVersionIssue {
     #[inline]
     fn deref_mut(&mut self) -> &mut VsanUpgradeSystemPreflightCheckIssue {
         &mut self.vsan_upgrade_system_preflight_check_issue
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanUpgradeSystemWrongEsxVersionIssue {
     fn decode_field(
         &mut self,

@@ -34,6 +34,7 @@ impl PartialEq for VslmCloneSpec {
     }
 }
 impl Clone for VslmCloneSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vslm_migrate_spec: self.vslm_migrate_spec.clone(),
@@ -115,6 +116,7 @@ impl PartialEq for VslmCreateSpec {
     }
 }
 impl Clone for VslmCreateSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -365,6 +367,7 @@ impl PartialEq for VslmMigrateSpec {
     }
 }
 impl Clone for VslmMigrateSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             backing_spec: self.backing_spec.clone(),

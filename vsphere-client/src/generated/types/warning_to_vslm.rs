@@ -61,6 +61,7 @@ impl x::Fields for WarningUpgradeEvent {
         x::Fields::encode_fields(&self.upgrade_event, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `WeeklyTaskScheduler` (extends `DailyTaskScheduler`).
 ///
 /// The fields of `DailyTaskScheduler` are in `daily_task_scheduler`, also reachable through `Deref`.
@@ -83,20 +84,25 @@ pub struct WeeklyTaskScheduler {
     /// `saturday`.
     pub saturday: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for WeeklyTaskScheduler {
     const TYPE_NAME: &'static str = "WeeklyTaskScheduler";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for WeeklyTaskScheduler {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for WeeklyTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "WeeklyTaskScheduler", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for WeeklyTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for WeeklyTaskScheduler {
     type Target = DailyTaskScheduler;
     #[inline]
@@ -104,12 +110,14 @@ impl std::ops::Deref for WeeklyTaskScheduler {
         &self.daily_task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for WeeklyTaskScheduler {
     #[inline]
     fn deref_mut(&mut self) -> &mut DailyTaskScheduler {
         &mut self.daily_task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for WeeklyTaskScheduler {
     fn decode_field(
         &mut self,
@@ -430,6 +438,7 @@ impl x::Fields for WipeDiskFault {
         x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `WitnessNodeInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct WitnessNodeInfo {
@@ -438,20 +447,25 @@ pub struct WitnessNodeInfo {
     /// `biosUuid`.
     pub bios_uuid: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for WitnessNodeInfo {
     const TYPE_NAME: &'static str = "WitnessNodeInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for WitnessNodeInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for WitnessNodeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "WitnessNodeInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for WitnessNodeInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for WitnessNodeInfo {
     fn decode_field(
         &mut self,
@@ -547,6 +561,7 @@ impl PartialEq for VslmInfrastructureObjectPolicySpec {
     }
 }
 impl Clone for VslmInfrastructureObjectPolicySpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             datastore: self.datastore.clone(),

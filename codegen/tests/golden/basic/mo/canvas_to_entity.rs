@@ -50,6 +50,17 @@ impl x::ManagedObjectType for Canvas {
         Ok(true)
     }
 }
+impl crate::property::ManagedObject for Canvas {
+    fn set_mo_ref(&mut self, mo_ref: x::ManagedObjectReference) {
+        self.mo_ref = mo_ref;
+    }
+    fn retrieved(&self) -> &x::RetrievedPaths {
+        &self.retrieved
+    }
+    fn retrieved_mut(&mut self) -> &mut x::RetrievedPaths {
+        &mut self.retrieved
+    }
+}
 /// Managed object `Easel` (extends `Entity`).
 ///
 /// Since vSphere API 9.0.0.0.
@@ -86,6 +97,17 @@ impl x::ManagedObjectType for Easel {
         Ok(true)
     }
 }
+impl crate::property::ManagedObject for Easel {
+    fn set_mo_ref(&mut self, mo_ref: x::ManagedObjectReference) {
+        self.mo_ref = mo_ref;
+    }
+    fn retrieved(&self) -> &x::RetrievedPaths {
+        &self.retrieved
+    }
+    fn retrieved_mut(&mut self) -> &mut x::RetrievedPaths {
+        &mut self.retrieved
+    }
+}
 /// Managed object `Entity`.
 ///
 /// Every property is `None` until retrieved.
@@ -113,5 +135,16 @@ impl x::ManagedObjectType for Entity {
             _ => return Ok(false),
         }
         Ok(true)
+    }
+}
+impl crate::property::ManagedObject for Entity {
+    fn set_mo_ref(&mut self, mo_ref: x::ManagedObjectReference) {
+        self.mo_ref = mo_ref;
+    }
+    fn retrieved(&self) -> &x::RetrievedPaths {
+        &self.retrieved
+    }
+    fn retrieved_mut(&mut self) -> &mut x::RetrievedPaths {
+        &mut self.retrieved
     }
 }

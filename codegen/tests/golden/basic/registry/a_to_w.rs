@@ -173,27 +173,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ArrayOfColor(v) => Object::ArrayOfColor(Box::new(x::clone_vec(v))),
-            Object::ArrayOfShape(v) => Object::ArrayOfShape(Box::new(x::clone_vec(v))),
-            Object::ArrayOfTriangle(v) => Object::ArrayOfTriangle(Box::new(x::clone_vec(v))),
-            Object::Circle(v) => Object::Circle(Box::new((**v).clone())),
-            Object::Color(v) => Object::Color(Box::new((**v).clone())),
-            Object::Drawing(v) => Object::Drawing(Box::new((**v).clone())),
-            Object::DynamicData(v) => Object::DynamicData(Box::new((**v).clone())),
-            Object::InvalidLogin(v) => Object::InvalidLogin(Box::new((**v).clone())),
-            Object::LocalizedMethodFault(v) => Object::LocalizedMethodFault(Box::new((**v).clone())),
-            Object::MethodFault(v) => Object::MethodFault(Box::new((**v).clone())),
-            Object::Pattern(v) => Object::Pattern(Box::new((**v).clone())),
-            Object::Shape(v) => Object::Shape(Box::new((**v).clone())),
-            Object::Square(v) => Object::Square(Box::new((**v).clone())),
-            Object::Triangle(v) => Object::Triangle(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -221,7 +200,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -55,6 +55,7 @@ impl PartialEq for AnyMethodFault {
     }
 }
 impl Clone for AnyMethodFault {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::MethodFault(v) => Self::MethodFault(Box::new((**v).clone())),
@@ -201,6 +202,7 @@ impl PartialEq for AnyShape {
     }
 }
 impl Clone for AnyShape {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::Shape(v) => Self::Shape(Box::new((**v).clone())),

@@ -97,6 +97,7 @@ impl PartialEq for Drawing {
     }
 }
 impl Clone for Drawing {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             type_: self.type_.clone(),

@@ -28,16 +28,19 @@ impl x::SchemaType for ClearRequestType {
 }
 impl x::Structure for ClearRequestType {}
 impl std::fmt::Debug for ClearRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClearRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ClearRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClearRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -47,6 +50,7 @@ impl Clone for ClearRequestType {
     }
 }
 impl x::Fields for ClearRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -61,6 +65,7 @@ impl x::Fields for ClearRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "operation Clear_Task", true);
         w.write("_this", &self.this);
@@ -72,9 +77,11 @@ impl x::Request for ClearRequestType {
     const NAME: &'static str = "Clear_Task";
     const IDEMPOTENT: bool = false;
     type Response = Drawing;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -94,6 +101,7 @@ impl x::SchemaType for ContinueRetrievePropertiesExRequestType {
 }
 impl x::Structure for ContinueRetrievePropertiesExRequestType {}
 impl std::fmt::Debug for ContinueRetrievePropertiesExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -103,11 +111,13 @@ impl std::fmt::Debug for ContinueRetrievePropertiesExRequestType {
     }
 }
 impl PartialEq for ContinueRetrievePropertiesExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ContinueRetrievePropertiesExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -121,6 +131,7 @@ impl x::Fields for ContinueRetrievePropertiesExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_secret("token", &self.token);
@@ -130,9 +141,11 @@ impl x::Request for ContinueRetrievePropertiesExRequestType {
     const NAME: &'static str = "ContinueRetrievePropertiesEx";
     const IDEMPOTENT: bool = false;
     type Response = Vec<AnyShape>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -150,16 +163,19 @@ impl x::SchemaType for CurrentTimeRequestType {
 }
 impl x::Structure for CurrentTimeRequestType {}
 impl std::fmt::Debug for CurrentTimeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CurrentTimeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CurrentTimeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CurrentTimeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -172,6 +188,7 @@ impl x::Fields for CurrentTimeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -180,9 +197,11 @@ impl x::Request for CurrentTimeRequestType {
     const NAME: &'static str = "CurrentTime";
     const IDEMPOTENT: bool = true;
     type Response = x::DateTime;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -208,16 +227,19 @@ impl x::SchemaType for DrawTaskRequestType {
 }
 impl x::Structure for DrawTaskRequestType {}
 impl std::fmt::Debug for DrawTaskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "Draw_TaskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DrawTaskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DrawTaskRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -229,6 +251,7 @@ impl Clone for DrawTaskRequestType {
     }
 }
 impl x::Fields for DrawTaskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -245,6 +268,7 @@ impl x::Fields for DrawTaskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("drawing", &self.drawing);
@@ -257,9 +281,11 @@ impl x::Request for DrawTaskRequestType {
     const NAME: &'static str = "Draw_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -279,16 +305,19 @@ impl x::SchemaType for EraseRequestType {
 }
 impl x::Structure for EraseRequestType {}
 impl std::fmt::Debug for EraseRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "EraseRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for EraseRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for EraseRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -302,6 +331,7 @@ impl x::Fields for EraseRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("shape", &self.shape);
@@ -311,9 +341,11 @@ impl x::Request for EraseRequestType {
     const NAME: &'static str = "Erase";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -333,16 +365,19 @@ impl x::SchemaType for GetShapesRequestType {
 }
 impl x::Structure for GetShapesRequestType {}
 impl std::fmt::Debug for GetShapesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "GetShapesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for GetShapesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GetShapesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -356,6 +391,7 @@ impl x::Fields for GetShapesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("match", &self.match_);
@@ -365,9 +401,11 @@ impl x::Request for GetShapesRequestType {
     const NAME: &'static str = "GetShapes";
     const IDEMPOTENT: bool = true;
     type Response = Vec<AnyShape>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -391,16 +429,19 @@ impl x::SchemaType for SessionIsActiveRequestType {
 }
 impl x::Structure for SessionIsActiveRequestType {}
 impl std::fmt::Debug for SessionIsActiveRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SessionIsActiveRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SessionIsActiveRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SessionIsActiveRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -415,6 +456,7 @@ impl x::Fields for SessionIsActiveRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         if w.since(0x0800_0001, "SessionIsActive.userName", self.user_name.is_some()) {
@@ -427,9 +469,11 @@ impl x::Request for SessionIsActiveRequestType {
     const NAME: &'static str = "SessionIsActive";
     const IDEMPOTENT: bool = true;
     type Response = bool;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -449,16 +493,19 @@ impl x::SchemaType for WaitForUpdatesExRequestType {
 }
 impl x::Structure for WaitForUpdatesExRequestType {}
 impl std::fmt::Debug for WaitForUpdatesExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "WaitForUpdatesExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for WaitForUpdatesExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for WaitForUpdatesExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -472,6 +519,7 @@ impl x::Fields for WaitForUpdatesExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("version", &self.version);
@@ -481,9 +529,11 @@ impl x::Request for WaitForUpdatesExRequestType {
     const NAME: &'static str = "WaitForUpdatesEx";
     const IDEMPOTENT: bool = true;
     type Response = Option<String>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -503,16 +553,19 @@ impl x::SchemaType for WaitForUpdatesRequestType {
 }
 impl x::Structure for WaitForUpdatesRequestType {}
 impl std::fmt::Debug for WaitForUpdatesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "WaitForUpdatesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for WaitForUpdatesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for WaitForUpdatesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -526,6 +579,7 @@ impl x::Fields for WaitForUpdatesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("version", &self.version);
@@ -535,9 +589,11 @@ impl x::Request for WaitForUpdatesRequestType {
     const NAME: &'static str = "WaitForUpdates";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -20,6 +20,7 @@ pub(super) fn about_info() {
     check(at().license_product_name(), "licenseProductName");
     check(at().license_product_version(), "licenseProductVersion");
 }
+#[cfg(feature = "admin")]
 pub(super) fn active_directory_profile() {
     let at = || {
         HostProfile
@@ -41,12 +42,14 @@ pub(super) fn active_directory_profile() {
     check(at().copy_enable_status(), "copyEnableStatus");
     check(at().hidden(), "hidden");
 }
+#[cfg(feature = "admin")]
 pub(super) fn alarm() {
     let at = || Alarm;
     check(at().available_field(), "availableField");
     check(at().value(), "value");
     check(at().info().into_path(), "info");
 }
+#[cfg(feature = "admin")]
 pub(super) fn alarm_description() {
     let at = || AlarmManager.description();
     check(at().into_path(), "");
@@ -64,6 +67,7 @@ pub(super) fn alarm_description() {
     check(at().entity_status(), "entityStatus");
     check(at().action(), "action");
 }
+#[cfg(feature = "admin")]
 pub(super) fn alarm_info() {
     let at = || Alarm.info();
     check(at().into_path(), "");
@@ -82,11 +86,13 @@ pub(super) fn alarm_info() {
     check(at().last_modified_user(), "lastModifiedUser");
     check(at().creation_event_id(), "creationEventId");
 }
+#[cfg(feature = "admin")]
 pub(super) fn alarm_manager() {
     let at = || AlarmManager;
     check(at().default_expression(), "defaultExpression");
     check(at().description().into_path(), "description");
 }
+#[cfg(feature = "admin")]
 pub(super) fn alarm_setting() {
     let at = || Alarm.info().setting();
     check(at().into_path(), "");
@@ -125,6 +131,7 @@ pub(super) fn apply_host_profile_configuration_spec() {
     check(at().reboot_host(), "rebootHost");
     check(at().fault_data().into_path(), "faultData");
 }
+#[cfg(feature = "admin")]
 pub(super) fn authentication_profile() {
     let at = || HostProfile.validation_failure_info().apply_profile().authentication();
     check(at().into_path(), "");
@@ -141,12 +148,14 @@ pub(super) fn authentication_profile() {
     check(at().hidden(), "hidden");
     check(at().active_directory().into_path(), "activeDirectory");
 }
+#[cfg(feature = "admin")]
 pub(super) fn authorization_description() {
     let at = || AuthorizationManager.description();
     check(at().into_path(), "");
     check(at().privilege(), "privilege");
     check(at().privilege_group(), "privilegeGroup");
 }
+#[cfg(feature = "admin")]
 pub(super) fn authorization_manager() {
     let at = || AuthorizationManager;
     check(at().description().into_path(), "description");
@@ -154,7 +163,7 @@ pub(super) fn authorization_manager() {
     check(at().role_list(), "roleList");
 }
 pub(super) fn auto_start_defaults() {
-    let at = || HostAutoStartManager.config().defaults();
+    let at = || HostSystem.config().auto_start().defaults();
     check(at().into_path(), "");
     check(at().enabled(), "enabled");
     check(at().start_delay(), "startDelay");
@@ -340,6 +349,7 @@ pub(super) fn cluster_drs_config_info() {
     check(at().scale_descendants_shares(), "scaleDescendantsShares");
     check(at().option(), "option");
 }
+#[cfg(feature = "admin")]
 pub(super) fn cluster_evc_manager() {
     let at = || ClusterEVCManager;
     check(at().available_field(), "availableField");
@@ -347,6 +357,7 @@ pub(super) fn cluster_evc_manager() {
     check(at().evc_state().into_path(), "evcState");
     check(at().managed_cluster(), "managedCluster");
 }
+#[cfg(feature = "admin")]
 pub(super) fn cluster_evc_manager_evc_state() {
     let at = || ClusterEVCManager.evc_state();
     check(at().into_path(), "");
@@ -357,6 +368,7 @@ pub(super) fn cluster_evc_manager_evc_state() {
     check(at().feature_mask(), "featureMask");
     check(at().feature_requirement(), "featureRequirement");
 }
+#[cfg(feature = "admin")]
 pub(super) fn cluster_profile() {
     let at = || ClusterProfile;
     check(at().compliance_status(), "complianceStatus");
@@ -367,6 +379,7 @@ pub(super) fn cluster_profile() {
     check(at().modified_time(), "modifiedTime");
     check(at().name(), "name");
 }
+#[cfg(feature = "admin")]
 pub(super) fn cluster_profile_manager() {
     let at = || ClusterProfileManager;
     check(at().profile(), "profile");
@@ -501,18 +514,22 @@ pub(super) fn crypto_key_id() {
     check(at().key_id(), "keyId");
     check(at().provider_id().into_path(), "providerId");
 }
+#[cfg(feature = "admin")]
 pub(super) fn crypto_manager() {
     let at = || CryptoManager;
     check(at().enabled(), "enabled");
 }
+#[cfg(feature = "admin")]
 pub(super) fn crypto_manager_host() {
     let at = || CryptoManagerHost;
     check(at().enabled(), "enabled");
 }
+#[cfg(feature = "admin")]
 pub(super) fn crypto_manager_host_kms() {
     let at = || CryptoManagerHostKMS;
     check(at().enabled(), "enabled");
 }
+#[cfg(feature = "admin")]
 pub(super) fn crypto_manager_kmip() {
     let at = || CryptoManagerKmip;
     check(at().enabled(), "enabled");
@@ -887,6 +904,7 @@ pub(super) fn datastore_summary() {
     check(at().type_(), "type");
     check(at().maintenance_mode(), "maintenanceMode");
 }
+#[cfg(feature = "admin")]
 pub(super) fn date_time_profile() {
     let at = || HostProfile.validation_failure_info().apply_profile().datetime();
     check(at().into_path(), "");

@@ -72,14 +72,17 @@ pub(super) fn extensible_managed_object() {
     check(at().available_field(), "availableField");
     check(at().value(), "value");
 }
+#[cfg(feature = "admin")]
 pub(super) fn extension_manager() {
     let at = || ExtensionManager;
     check(at().extension_list(), "extensionList");
 }
+#[cfg(feature = "admin")]
 pub(super) fn failover_cluster_configurator() {
     let at = || FailoverClusterConfigurator;
     check(at().disabled_configure_method(), "disabledConfigureMethod");
 }
+#[cfg(feature = "admin")]
 pub(super) fn failover_cluster_manager() {
     let at = || FailoverClusterManager;
     check(at().disabled_cluster_method(), "disabledClusterMethod");
@@ -92,6 +95,7 @@ pub(super) fn fault_tolerance_config_info() {
     check(at().config_paths(), "configPaths");
     check(at().orphaned(), "orphaned");
 }
+#[cfg(feature = "admin")]
 pub(super) fn firewall_profile() {
     let at = || HostProfile.validation_failure_info().apply_profile().firewall();
     check(at().into_path(), "");
@@ -194,7 +198,7 @@ pub(super) fn guest_screen_info() {
     check(at().height(), "height");
 }
 pub(super) fn health_system_runtime() {
-    let at = || HostHealthStatusSystem.runtime();
+    let at = || HostSystem.runtime().health_system_runtime();
     check(at().into_path(), "");
     check(at().system_health_info().into_path(), "systemHealthInfo");
     check(at().hardware_status_info().into_path(), "hardwareStatusInfo");
@@ -203,14 +207,17 @@ pub(super) fn history_collector() {
     let at = || HistoryCollector;
     check(at().filter(), "filter");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_access_manager() {
     let at = || HostAccessManager;
     check(at().lockdown_mode(), "lockdownMode");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_active_directory_authentication() {
     let at = || HostActiveDirectoryAuthentication;
     check(at().info().into_path(), "info");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_apply_profile() {
     let at = || HostProfile.validation_failure_info().apply_profile();
     check(at().into_path(), "");
@@ -238,40 +245,50 @@ pub(super) fn host_apply_profile() {
     check(at().authentication().into_path(), "authentication");
 }
 pub(super) fn host_assignable_hardware_config() {
-    let at = || HostAssignableHardwareManager.config();
+    let at = || {
+        HostSystem
+            .precheck_remediation_result()
+            .config_spec()
+            .assignable_hardware_config()
+    };
     check(at().into_path(), "");
     check(at().attribute_override(), "attributeOverride");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_assignable_hardware_manager() {
     let at = || HostAssignableHardwareManager;
     check(at().binding(), "binding");
     check(at().config().into_path(), "config");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_authentication_manager() {
     let at = || HostAuthenticationManager;
     check(at().info().into_path(), "info");
     check(at().supported_store(), "supportedStore");
 }
 pub(super) fn host_authentication_manager_info() {
-    let at = || HostAuthenticationManager.info();
+    let at = || HostSystem.config().authentication_manager_info();
     check(at().into_path(), "");
     check(at().auth_config(), "authConfig");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_authentication_store() {
     let at = || HostAuthenticationStore;
     check(at().info().into_path(), "info");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_authentication_store_info() {
     let at = || HostActiveDirectoryAuthentication.info();
     check(at().into_path(), "");
     check(at().enabled(), "enabled");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_auto_start_manager() {
     let at = || HostAutoStartManager;
     check(at().config().into_path(), "config");
 }
 pub(super) fn host_auto_start_manager_config() {
-    let at = || HostAutoStartManager.config();
+    let at = || HostSystem.config().auto_start();
     check(at().into_path(), "");
     check(at().defaults().into_path(), "defaults");
     check(at().power_info(), "powerInfo");
@@ -288,6 +305,7 @@ pub(super) fn host_bios_info() {
     check(at().firmware_minor_release(), "firmwareMinorRelease");
     check(at().firmware_type(), "firmwareType");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_cache_configuration_manager() {
     let at = || HostCacheConfigurationManager;
     check(at().cache_configuration_info(), "cacheConfigurationInfo");
@@ -528,10 +546,12 @@ pub(super) fn host_capability() {
     check(at().ehv_quick_boot_supported(), "ehvQuickBootSupported");
     check(at().nested_hv_tiering_enabled(), "nestedHvTieringEnabled");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_certificate_manager() {
     let at = || HostCertificateManager;
     check(at().certificate_info().into_path(), "certificateInfo");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_certificate_manager_certificate_info() {
     let at = || HostCertificateManager.certificate_info();
     check(at().into_path(), "");
@@ -700,10 +720,11 @@ pub(super) fn host_cpu_power_management_info() {
     check(at().hardware_support(), "hardwareSupport");
 }
 pub(super) fn host_cpu_scheduler_info() {
-    let at = || HostCpuSchedulerSystem.cpu_scheduler_info();
+    let at = || HostSystem.config().cpu_scheduler();
     check(at().into_path(), "");
     check(at().policy(), "policy");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_cpu_scheduler_system() {
     let at = || HostCpuSchedulerSystem;
     check(at().available_field(), "availableField");
@@ -742,7 +763,7 @@ pub(super) fn host_date_time_config() {
     check(at().reset_to_factory_defaults(), "resetToFactoryDefaults");
 }
 pub(super) fn host_date_time_info() {
-    let at = || HostDateTimeSystem.date_time_info();
+    let at = || HostSystem.config().date_time_info();
     check(at().into_path(), "");
     check(at().time_zone().into_path(), "timeZone");
     check(at().system_clock_protocol(), "systemClockProtocol");
@@ -760,12 +781,13 @@ pub(super) fn host_date_time_info() {
     check(at().ntp_duration(), "ntpDuration");
     check(at().ptp_duration(), "ptpDuration");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_date_time_system() {
     let at = || HostDateTimeSystem;
     check(at().date_time_info().into_path(), "dateTimeInfo");
 }
 pub(super) fn host_date_time_system_time_zone() {
-    let at = || HostDateTimeSystem.date_time_info().time_zone();
+    let at = || HostSystem.config().date_time_info().time_zone();
     check(at().into_path(), "");
     check(at().key(), "key");
     check(at().name(), "name");
@@ -778,23 +800,27 @@ pub(super) fn host_deployment_info() {
     check(at().booted_from_stateless_cache(), "bootedFromStatelessCache");
 }
 pub(super) fn host_diagnostic_partition() {
-    let at = || HostDiagnosticSystem.active_partition();
+    let at = || HostSystem.config().active_diagnostic_partition();
     check(at().into_path(), "");
     check(at().storage_type(), "storageType");
     check(at().diagnostic_type(), "diagnosticType");
     check(at().slots(), "slots");
     check(at().id().into_path(), "id");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_diagnostic_system() {
     let at = || HostDiagnosticSystem;
     check(at().active_partition().into_path(), "activePartition");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_directory_store() {
     let at = || HostDirectoryStore;
     check(at().info().into_path(), "info");
 }
 pub(super) fn host_dns_config() {
-    let at = || HostNetworkSystem.dns_config();
+    let at = || {
+        HostSystem.precheck_remediation_result().config_spec().network().dns_config()
+    };
     check(at().into_path(), "");
     check(at().dhcp(), "dhcp");
     check(at().virtual_nic_device(), "virtualNicDevice");
@@ -804,10 +830,12 @@ pub(super) fn host_dns_config() {
     check(at().address(), "address");
     check(at().search_domain(), "searchDomain");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_esx_agent_host_manager() {
     let at = || HostEsxAgentHostManager;
     check(at().config_info().into_path(), "configInfo");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_esx_agent_host_manager_config_info() {
     let at = || HostEsxAgentHostManager.config_info();
     check(at().into_path(), "");
@@ -821,7 +849,7 @@ pub(super) fn host_event_argument() {
     check(at().host(), "host");
 }
 pub(super) fn host_file_system_volume_info() {
-    let at = || HostStorageSystem.file_system_volume_info();
+    let at = || HostSystem.config().file_system_volume();
     check(at().into_path(), "");
     check(at().volume_type_list(), "volumeTypeList");
     check(at().mount_info(), "mountInfo");
@@ -845,11 +873,12 @@ pub(super) fn host_firewall_default_policy() {
     check(at().outgoing_blocked(), "outgoingBlocked");
 }
 pub(super) fn host_firewall_info() {
-    let at = || HostFirewallSystem.firewall_info();
+    let at = || HostSystem.config().firewall();
     check(at().into_path(), "");
     check(at().default_policy().into_path(), "defaultPolicy");
     check(at().ruleset(), "ruleset");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_firewall_system() {
     let at = || HostFirewallSystem;
     check(at().available_field(), "availableField");
@@ -862,12 +891,13 @@ pub(super) fn host_flag_info() {
     check(at().background_snapshots_enabled(), "backgroundSnapshotsEnabled");
 }
 pub(super) fn host_graphics_config() {
-    let at = || HostGraphicsManager.graphics_config();
+    let at = || HostSystem.precheck_remediation_result().config_spec().graphics_config();
     check(at().into_path(), "");
     check(at().host_default_graphics_type(), "hostDefaultGraphicsType");
     check(at().shared_passthru_assignment_policy(), "sharedPassthruAssignmentPolicy");
     check(at().device_type(), "deviceType");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_graphics_manager() {
     let at = || HostGraphicsManager;
     check(at().available_field(), "availableField");
@@ -900,7 +930,7 @@ pub(super) fn host_hardware_info() {
     check(at().tdx_info().into_path(), "tdxInfo");
 }
 pub(super) fn host_hardware_status_info() {
-    let at = || HostHealthStatusSystem.runtime().hardware_status_info();
+    let at = || HostSystem.runtime().health_system_runtime().hardware_status_info();
     check(at().into_path(), "");
     check(at().memory_status_info(), "memoryStatusInfo");
     check(at().cpu_status_info(), "cpuStatusInfo");
@@ -924,19 +954,20 @@ pub(super) fn host_hardware_summary() {
     check(at().num_nics(), "numNics");
     check(at().num_hbas(), "numHBAs");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_health_status_system() {
     let at = || HostHealthStatusSystem;
     check(at().runtime().into_path(), "runtime");
 }
 pub(super) fn host_hyper_thread_schedule_info() {
-    let at = || HostCpuSchedulerSystem.hyperthread_info();
+    let at = || HostSystem.config().hyper_thread();
     check(at().into_path(), "");
     check(at().available(), "available");
     check(at().active(), "active");
     check(at().config(), "config");
 }
 pub(super) fn host_ip_config() {
-    let at = || HostVMotionSystem.ip_config();
+    let at = || HostSystem.config().vmotion().ip_config();
     check(at().into_path(), "");
     check(at().dhcp(), "dhcp");
     check(at().ip_address(), "ipAddress");
@@ -944,14 +975,20 @@ pub(super) fn host_ip_config() {
     check(at().ip_v6_config().into_path(), "ipV6Config");
 }
 pub(super) fn host_ip_config_ip_v6_address_configuration() {
-    let at = || HostVMotionSystem.ip_config().ip_v6_config();
+    let at = || HostSystem.config().vmotion().ip_config().ip_v6_config();
     check(at().into_path(), "");
     check(at().ip_v6_address(), "ipV6Address");
     check(at().auto_configuration_enabled(), "autoConfigurationEnabled");
     check(at().dhcp_v6_enabled(), "dhcpV6Enabled");
 }
 pub(super) fn host_ip_route_config() {
-    let at = || HostNetworkSystem.console_ip_route_config();
+    let at = || {
+        HostSystem
+            .precheck_remediation_result()
+            .config_spec()
+            .network()
+            .ip_route_config()
+    };
     check(at().into_path(), "");
     check(at().default_gateway(), "defaultGateway");
     check(at().gateway_device(), "gatewayDevice");
@@ -959,13 +996,19 @@ pub(super) fn host_ip_route_config() {
     check(at().ip_v6_gateway_device(), "ipV6GatewayDevice");
 }
 pub(super) fn host_ip_route_table_config() {
-    let at = || HostNetworkSystem.network_config().route_table_config();
+    let at = || {
+        HostSystem
+            .precheck_remediation_result()
+            .config_spec()
+            .network()
+            .route_table_config()
+    };
     check(at().into_path(), "");
     check(at().ip_route(), "ipRoute");
     check(at().ipv6_route(), "ipv6Route");
 }
 pub(super) fn host_ip_route_table_info() {
-    let at = || HostNetworkSystem.network_info().route_table_info();
+    let at = || HostSystem.config().network().route_table_info();
     check(at().into_path(), "");
     check(at().ip_route(), "ipRoute");
     check(at().ipv6_route(), "ipv6Route");
@@ -1028,10 +1071,12 @@ pub(super) fn host_list_summary_quick_stats() {
     check(at().available_p_mem_capacity(), "availablePMemCapacity");
     check(at().uptime(), "uptime");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_local_authentication() {
     let at = || HostLocalAuthentication;
     check(at().info().into_path(), "info");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_memory_profile() {
     let at = || HostProfile.validation_failure_info().apply_profile().memory();
     check(at().into_path(), "");
@@ -1052,6 +1097,7 @@ pub(super) fn host_memory_spec() {
     check(at().into_path(), "");
     check(at().service_console_reservation(), "serviceConsoleReservation");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_memory_system() {
     let at = || HostMemorySystem;
     check(at().available_field(), "availableField");
@@ -1063,17 +1109,23 @@ pub(super) fn host_memory_system() {
     );
 }
 pub(super) fn host_multipath_info() {
-    let at = || HostStorageSystem.storage_device_info().multipath_info();
+    let at = || {
+        HostSystem
+            .precheck_remediation_result()
+            .config_spec()
+            .storage_device()
+            .multipath_info()
+    };
     check(at().into_path(), "");
     check(at().lun(), "lun");
 }
 pub(super) fn host_multipath_state_info() {
-    let at = || HostStorageSystem.multipath_state_info();
+    let at = || HostSystem.config().multipath_state();
     check(at().into_path(), "");
     check(at().path(), "path");
 }
 pub(super) fn host_net_capabilities() {
-    let at = || HostNetworkSystem.capabilities();
+    let at = || HostSystem.config().capabilities();
     check(at().into_path(), "");
     check(at().can_set_physical_nic_link_speed(), "canSetPhysicalNicLinkSpeed");
     check(at().supports_nic_teaming(), "supportsNicTeaming");
@@ -1091,14 +1143,14 @@ pub(super) fn host_net_capabilities() {
     check(at().backup_nfc_nioc_supported(), "backupNfcNiocSupported");
 }
 pub(super) fn host_net_offload_capabilities() {
-    let at = || HostNetworkSystem.offload_capabilities();
+    let at = || HostSystem.config().offload_capabilities();
     check(at().into_path(), "");
     check(at().csum_offload(), "csumOffload");
     check(at().tcp_segmentation(), "tcpSegmentation");
     check(at().zero_copy_xmit(), "zeroCopyXmit");
 }
 pub(super) fn host_network_config() {
-    let at = || HostNetworkSystem.network_config();
+    let at = || HostSystem.precheck_remediation_result().config_spec().network();
     check(at().into_path(), "");
     check(at().vswitch(), "vswitch");
     check(at().proxy_switch(), "proxySwitch");
@@ -1117,7 +1169,7 @@ pub(super) fn host_network_config() {
     check(at().migration_status(), "migrationStatus");
 }
 pub(super) fn host_network_info() {
-    let at = || HostNetworkSystem.network_info();
+    let at = || HostSystem.config().network();
     check(at().into_path(), "");
     check(at().vswitch(), "vswitch");
     check(at().proxy_switch(), "proxySwitch");
@@ -1146,6 +1198,7 @@ pub(super) fn host_network_resource_runtime() {
     check(at().into_path(), "");
     check(at().pnic_resource_info(), "pnicResourceInfo");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_network_system() {
     let at = || HostNetworkSystem;
     check(at().available_field(), "availableField");
@@ -1173,15 +1226,23 @@ pub(super) fn host_numa_info() {
     check(at().num_nodes(), "numNodes");
     check(at().numa_node(), "numaNode");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_nvdimm_system() {
     let at = || HostNvdimmSystem;
     check(at().nvdimm_system_info().into_path(), "nvdimmSystemInfo");
 }
 pub(super) fn host_nvme_topology() {
-    let at = || HostStorageSystem.storage_device_info().nvme_topology();
+    let at = || {
+        HostSystem
+            .precheck_remediation_result()
+            .config_spec()
+            .storage_device()
+            .nvme_topology()
+    };
     check(at().into_path(), "");
     check(at().adapter(), "adapter");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_pci_passthru_system() {
     let at = || HostPciPassthruSystem;
     check(at().available_field(), "availableField");
@@ -1196,7 +1257,13 @@ pub(super) fn host_persistent_memory_info() {
     check(at().volume_uuid(), "volumeUUID");
 }
 pub(super) fn host_plug_store_topology() {
-    let at = || HostStorageSystem.storage_device_info().plug_store_topology();
+    let at = || {
+        HostSystem
+            .precheck_remediation_result()
+            .config_spec()
+            .storage_device()
+            .plug_store_topology()
+    };
     check(at().into_path(), "");
     check(at().adapter(), "adapter");
     check(at().path(), "path");
@@ -1205,18 +1272,20 @@ pub(super) fn host_plug_store_topology() {
     check(at().plugin(), "plugin");
 }
 pub(super) fn host_power_policy() {
-    let at = || HostPowerSystem.info().current_policy();
+    let at = || HostSystem.config().power_system_info().current_policy();
     check(at().into_path(), "");
     check(at().key(), "key");
     check(at().name(), "name");
     check(at().short_name(), "shortName");
     check(at().description(), "description");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_power_system() {
     let at = || HostPowerSystem;
     check(at().capability().into_path(), "capability");
     check(at().info().into_path(), "info");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_profile() {
     let at = || HostProfile;
     check(at().compliance_status(), "complianceStatus");
@@ -1232,10 +1301,12 @@ pub(super) fn host_profile() {
     check(at().validation_state(), "validationState");
     check(at().validation_state_update_time(), "validationStateUpdateTime");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_profile_manager() {
     let at = || HostProfileManager;
     check(at().profile(), "profile");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_profile_validation_failure_info() {
     let at = || HostProfile.validation_failure_info();
     check(at().into_path(), "");
@@ -1303,13 +1374,19 @@ pub(super) fn host_runtime_info_state_encryption_info() {
     check(at().require_exec_installed_only(), "requireExecInstalledOnly");
 }
 pub(super) fn host_scsi_disk_partition() {
-    let at = || HostDiagnosticSystem.active_partition().id();
+    let at = || HostSystem.config().active_diagnostic_partition().id();
     check(at().into_path(), "");
     check(at().disk_name(), "diskName");
     check(at().partition(), "partition");
 }
 pub(super) fn host_scsi_topology() {
-    let at = || HostStorageSystem.storage_device_info().scsi_topology();
+    let at = || {
+        HostSystem
+            .precheck_remediation_result()
+            .config_spec()
+            .storage_device()
+            .scsi_topology()
+    };
     check(at().into_path(), "");
     check(at().adapter(), "adapter");
 }
@@ -1321,10 +1398,11 @@ pub(super) fn host_security_spec() {
     check(at().add_permission(), "addPermission");
 }
 pub(super) fn host_service_info() {
-    let at = || HostServiceSystem.service_info();
+    let at = || HostSystem.config().service();
     check(at().into_path(), "");
     check(at().service(), "service");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_service_system() {
     let at = || HostServiceSystem;
     check(at().available_field(), "availableField");
@@ -1358,6 +1436,7 @@ pub(super) fn host_sgx_registration_info() {
     check(at().ppid(), "ppid");
     check(at().last_registered_time(), "lastRegisteredTime");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_snmp_config_spec() {
     let at = || HostSnmpSystem.configuration();
     check(at().into_path(), "");
@@ -1367,11 +1446,13 @@ pub(super) fn host_snmp_config_spec() {
     check(at().trap_targets(), "trapTargets");
     check(at().option(), "option");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_snmp_system() {
     let at = || HostSnmpSystem;
     check(at().configuration().into_path(), "configuration");
     check(at().limits().into_path(), "limits");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_snmp_system_agent_limits() {
     let at = || HostSnmpSystem.limits();
     check(at().into_path(), "");
@@ -1389,7 +1470,7 @@ pub(super) fn host_ssl_thumbprint_info() {
     check(at().ssl_thumbprints(), "sslThumbprints");
 }
 pub(super) fn host_storage_device_info() {
-    let at = || HostStorageSystem.storage_device_info();
+    let at = || HostSystem.precheck_remediation_result().config_spec().storage_device();
     check(at().into_path(), "");
     check(at().host_bus_adapter(), "hostBusAdapter");
     check(at().scsi_lun(), "scsiLun");
@@ -1399,6 +1480,7 @@ pub(super) fn host_storage_device_info() {
     check(at().plug_store_topology().into_path(), "plugStoreTopology");
     check(at().software_internet_scsi_enabled(), "softwareInternetScsiEnabled");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_storage_system() {
     let at = || HostStorageSystem;
     check(at().available_field(), "availableField");
@@ -1456,7 +1538,7 @@ pub(super) fn host_system_compliance_check_state() {
     check(at().check_time(), "checkTime");
 }
 pub(super) fn host_system_health_info() {
-    let at = || HostHealthStatusSystem.runtime().system_health_info();
+    let at = || HostSystem.runtime().health_system_runtime().system_health_info();
     check(at().into_path(), "");
     check(at().numeric_sensor_info(), "numericSensorInfo");
 }
@@ -1505,25 +1587,26 @@ pub(super) fn host_tpm_attestation_info() {
     check(at().status(), "status");
     check(at().message().into_path(), "message");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_vflash_manager() {
     let at = || HostVFlashManager;
     check(at().vflash_config_info().into_path(), "vFlashConfigInfo");
 }
 pub(super) fn host_vflash_manager_vflash_cache_config_info() {
-    let at = || HostVFlashManager.vflash_config_info().vflash_cache_config_info();
+    let at = || HostSystem.config().vflash_config_info().vflash_cache_config_info();
     check(at().into_path(), "");
     check(at().vflash_module_config_option(), "vFlashModuleConfigOption");
     check(at().default_vflash_module(), "defaultVFlashModule");
     check(at().swap_cache_reservation_in_gb(), "swapCacheReservationInGB");
 }
 pub(super) fn host_vflash_manager_vflash_config_info() {
-    let at = || HostVFlashManager.vflash_config_info();
+    let at = || HostSystem.config().vflash_config_info();
     check(at().into_path(), "");
     check(at().vflash_resource_config_info().into_path(), "vFlashResourceConfigInfo");
     check(at().vflash_cache_config_info().into_path(), "vFlashCacheConfigInfo");
 }
 pub(super) fn host_vflash_manager_vflash_resource_config_info() {
-    let at = || HostVFlashManager.vflash_config_info().vflash_resource_config_info();
+    let at = || HostSystem.config().vflash_config_info().vflash_resource_config_info();
     check(at().into_path(), "");
     check(at().vffs().into_path(), "vffs");
     check(at().capacity(), "capacity");
@@ -1544,11 +1627,12 @@ pub(super) fn host_vmotion_info() {
     check(at().ip_config().into_path(), "ipConfig");
 }
 pub(super) fn host_vmotion_net_config() {
-    let at = || HostVMotionSystem.net_config();
+    let at = || HostSystem.config().vmotion().net_config();
     check(at().into_path(), "");
     check(at().candidate_vnic(), "candidateVnic");
     check(at().selected_vnic(), "selectedVnic");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_vmotion_system() {
     let at = || HostVMotionSystem;
     check(at().available_field(), "availableField");
@@ -1558,7 +1642,7 @@ pub(super) fn host_vmotion_system() {
 }
 pub(super) fn host_vffs_volume() {
     let at = || {
-        HostVFlashManager.vflash_config_info().vflash_resource_config_info().vffs()
+        HostSystem.config().vflash_config_info().vflash_resource_config_info().vffs()
     };
     check(at().into_path(), "");
     check(at().type_(), "type");
@@ -1569,6 +1653,7 @@ pub(super) fn host_vffs_volume() {
     check(at().uuid(), "uuid");
     check(at().extent(), "extent");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_virtual_nic_manager() {
     let at = || HostVirtualNicManager;
     check(at().available_field(), "availableField");
@@ -1576,10 +1661,11 @@ pub(super) fn host_virtual_nic_manager() {
     check(at().info().into_path(), "info");
 }
 pub(super) fn host_virtual_nic_manager_info() {
-    let at = || HostVirtualNicManager.info();
+    let at = || HostSystem.config().virtual_nic_manager_info();
     check(at().into_path(), "");
     check(at().net_config(), "netConfig");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_vsan_system() {
     let at = || HostVsanSystem;
     check(at().config().into_path(), "config");
