@@ -1,8 +1,8 @@
 //! Type families behind cargo features of vsphere-client: the ~440 event types
 //! (`all-events`), the ~650 specific faults a program rarely matches
 //! (`all-faults`), and the managed objects of host and vCenter administration
-//! with their operations (`admin`, see [`MANAGED_OBJECT_FAMILIES`]). Their code is about a third of the bindings, and most
-//! programs only ever meet them through the family's root: a `VmPoweredOnEvent`
+//! with their operations (`admin`, see [`MANAGED_OBJECT_FAMILIES`]). Their
+//! code is about a third of the bindings, and most programs only ever meet them through the family's root: a `VmPoweredOnEvent`
 //! read without `all-events` decodes as the nearest type that is compiled in
 //! (`Event`), its own elements skipped, as a type this version does not know
 //! would; the wire name of a fault stays on the error either way.
@@ -415,12 +415,6 @@ pub fn gates(model: &Model) -> Gates {
     }
 }
 
-/// The feature gating each gated complex type (request types included) or
-/// enumeration, by XML name.
-pub fn gated(model: &Model) -> BTreeMap<String, &'static str> {
-    gates(model).types
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -504,7 +498,7 @@ mod tests {
             },
         );
 
-        let gated = gated(&m);
+        let gated = gates(&m).types;
         let names = |feature: &str| -> Vec<&str> {
             gated
                 .iter()

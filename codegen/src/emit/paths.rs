@@ -25,6 +25,13 @@ use crate::plan::Plan;
 /// The method that turns a data type's path struct into the path itself.
 const INTO_PATH: &str = "into_path";
 
+/// How the generated check reaches a data type's path struct: an expression
+/// from a managed object's root struct, and that object's `cfg` (or nothing).
+struct Route {
+    expr: String,
+    cfg: String,
+}
+
 /// One step of a path: a method of a path struct.
 struct Step {
     xml_name: String,
@@ -51,21 +58,19 @@ pub(crate) fn emit(model: &Model, plan: &Plan) -> Result<Vec<(String, String)>> 
     // The data types a path can go through, reached from the properties,
     // each with the first route found to it (an expression making its path
     // struct, for the generated check).
-    // A route starts at a managed object; the first found is kept, so the
-    // managed objects outside every feature-gated family go first: a path
-    // struct, and its check, is gated only when no other route reaches it.
-    let mut routes: BTreeMap<String, String> = BTreeMap::new();
-    let mut gate: BTreeMap<String, String> = BTreeMap::new();
+    // A route starts at a managed object and carries its `cfg`; the first
+    // found is kept, so the managed objects outside every feature-gated
+    // family go first: a path struct, and its check, is gated only when no
+    // other route reaches it.
+    let mut routes: BTreeMap<String, Route> = BTreeMap::new();
     let mut pending: Vec<String> = Vec::new();
     let reach = |next: &Option<String>,
-                 route: (String, &str),
-                 routes: &mut BTreeMap<String, String>,
-                 gate: &mut BTreeMap<String, String>,
+                 route: Route,
+                 routes: &mut BTreeMap<String, Route>,
                  pending: &mut Vec<String>| {
         if let Some(next) = next {
             if !routes.contains_key(next) {
-                routes.insert(next.clone(), route.0);
-                gate.insert(next.clone(), route.1.to_string());
+                routes.insert(next.clone(), route);
                 pending.push(next.clone());
             }
         }
@@ -91,13 +96,11 @@ pub(crate) fn emit(model: &Model, plan: &Plan) -> Result<Vec<(String, String)>> 
                         since: p.since,
                         doc: type_doc(&p.ty, p.occurs),
                     };
-                    reach(
-                        &step.next,
-                        (format!("{rust}.{}()", step.method), &cfg),
-                        &mut routes,
-                        &mut gate,
-                        &mut pending,
-                    );
+                    let route = Route {
+                        expr: format!("{rust}.{}()", step.method),
+                        cfg: cfg.clone(),
+                    };
+                    reach(&step.next, route, &mut routes, &mut pending);
                     steps.push(step);
                 }
             }
@@ -123,32 +126,29 @@ pub(crate) fn emit(model: &Model, plan: &Plan) -> Result<Vec<(String, String)>> 
                     since: f.since,
                     doc: type_doc(&f.ty, f.occurs),
                 };
-                let route = format!("{}.{}()", routes[&name], step.method);
-                let cfg = gate[&name].clone();
-                reach(
-                    &step.next,
-                    (route, &cfg),
-                    &mut routes,
-                    &mut gate,
-                    &mut pending,
-                );
+                let route = Route {
+                    expr: format!("{}.{}()", routes[&name].expr, step.method),
+                    cfg: routes[&name].cfg.clone(),
+                };
+                reach(&step.next, route, &mut routes, &mut pending);
                 steps.push(step);
             }
             data_steps.insert(name, steps);
         }
     }
     for (name, steps) in &data_steps {
+        let route = &routes[name];
         checks.push(check_code(
             &plan.type_names[name],
-            &routes[name],
+            &route.expr,
             steps,
-            &gate[name],
+            &route.cfg,
         ));
         items.push((
             plan.type_names[name].clone(),
             Item {
                 group: super::group_of(name),
-                code: super::format_gated(&data_code(plan, name, steps)?, &gate[name])?,
+                code: super::format_gated(&data_code(plan, name, steps)?, &route.cfg)?,
             },
         ));
     }
