@@ -127,7 +127,7 @@ async fn from_soap_falls_back_to_the_soap_credentials_and_shares_tls_settings() 
     // 8.0 U3 does): the REST session is created with the SOAP credentials.
     let rest = client.rest().await.expect("REST from SOAP");
     assert!(!rest.shares_soap_session());
-    assert_eq!(rest.base_url().as_str(), format!("{}/", sim.base_url()));
+    assert_eq!(rest.base_url().to_string(), format!("{}/", sim.base_url()));
     assert_eq!(
         rest.session_info().await.expect("session").user,
         sim.username()

@@ -353,3 +353,102 @@ async fn fifty_callers_on_an_expired_session_cause_one_login() {
         "connect + exactly one re-login for 50 callers"
     );
 }
+
+/// A minimal `CONNECT` proxy: answers each tunnel request with 200 and
+/// relays bytes both ways. Hands out the request heads it received.
+async fn connect_proxy() -> (String, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let (heads, received) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let heads = heads.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if client.read(&mut byte).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let target = head
+                    .strip_prefix("CONNECT ")
+                    .and_then(|rest| rest.split(' ').next())
+                    .map(str::to_owned);
+                let _ = heads.send(head);
+                let Some(target) = target else {
+                    let _ = client
+                        .write_all(b"HTTP/1.1 405 Method Not Allowed\r\ncontent-length: 0\r\n\r\n")
+                        .await;
+                    return;
+                };
+                let Ok(mut upstream) = tokio::net::TcpStream::connect(&target).await else {
+                    let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
+                    return;
+                };
+                if client
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await
+                    .is_ok()
+                {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                }
+            });
+        }
+    });
+    (url, received)
+}
+
+#[tokio::test]
+async fn https_goes_through_a_proxy_tunnel_with_its_credentials() {
+    let ca = TestCa::new().expect("CA");
+    let sim = simulator(SimulatorOptions {
+        tls: ca.server_tls(),
+        ..Default::default()
+    })
+    .await;
+    let (proxy_url, mut heads) = connect_proxy().await;
+    let with_credentials = proxy_url.replace("http://", "http://squid:s3cret@");
+    let client = builder(&sim)
+        .ca_bundle_pem(ca.bundle_pem().as_bytes())
+        .expect("bundle")
+        .proxy(with_credentials)
+        .connect()
+        .await
+        .expect("connected through the tunnel");
+    authenticated_call(&client)
+        .await
+        .expect("a call through the tunnel");
+    let head = heads.try_recv().expect("the proxy was asked for a tunnel");
+    let authority = client.url().authority().expect("host and port").to_string();
+    assert!(
+        head.starts_with(&format!("CONNECT {authority} HTTP/1.1\r\n")),
+        "{head}"
+    );
+    // base64("squid:s3cret")
+    let proxy_authorization = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("proxy-authorization")
+            .then(|| value.trim())
+    });
+    assert_eq!(
+        proxy_authorization,
+        Some("Basic c3F1aWQ6czNjcmV0"),
+        "{head}"
+    );
+    // The certificate is still checked through the tunnel: against the
+    // wrong CA, the TLS error surfaces as such.
+    let err = builder(&sim)
+        .ca_bundle_file(ca.unrelated_ca_file())
+        .expect("bundle")
+        .proxy(proxy_url)
+        .connect()
+        .await
+        .expect_err("untrusted through the tunnel");
+    assert_eq!(err.kind(), ErrorKind::Tls, "{}", chain(&err));
+}

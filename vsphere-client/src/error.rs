@@ -368,8 +368,7 @@ impl Error {
                 .inner
                 .source
                 .as_deref()
-                .and_then(|s| s.downcast_ref::<reqwest::Error>())
-                .is_some_and(reqwest::Error::is_connect)
+                .is_some_and(|s| crate::http_client::is_connect_error(s))
     }
 }
 
@@ -459,47 +458,8 @@ impl fmt::Debug for Report<'_> {
     }
 }
 
-/// Classifies a reqwest failure, looking through its source chain for the
-/// TLS cause (reqwest reports a rejected certificate as a connect error).
-pub(crate) fn from_reqwest(err: reqwest::Error, url: &str) -> Error {
-    if let Some(tls) = find_in_chain::<rustls::Error>(&err) {
-        let message = match tls {
-            rustls::Error::InvalidCertificate(reason) => format!(
-                "TLS certificate verification failed for {url}: {}",
-                describe_certificate_error(reason)
-            ),
-            other => format!("TLS handshake with {url} failed: {other}"),
-        };
-        return Error::new(ErrorKind::Tls, message).with_source(err);
-    }
-    if err.is_timeout() {
-        // The only reqwest timeout this crate sets is the connect timeout
-        // (attempt timeouts and deadlines are the transports' own).
-        let (cause, message) = if err.is_connect() {
-            (
-                TimeoutCause::Connect,
-                format!("cannot connect to {url}: the connect timeout passed"),
-            )
-        } else {
-            (
-                TimeoutCause::AttemptTimeout,
-                format!("no complete answer from {url} within the call timeout"),
-            )
-        };
-        return Error::timeout(cause, message).with_source(err);
-    }
-    let message = if err.is_connect() {
-        format!("cannot connect to {url}")
-    } else if err.is_body() || err.is_decode() {
-        format!("reading the response from {url} failed")
-    } else {
-        format!("HTTP request to {url} failed")
-    };
-    Error::new(ErrorKind::Transport, message).with_source(err)
-}
-
 /// Says in words why a certificate was refused.
-fn describe_certificate_error(reason: &rustls::CertificateError) -> String {
+pub(crate) fn describe_certificate_error(reason: &rustls::CertificateError) -> String {
     use rustls::CertificateError as E;
     match reason {
         E::UnknownIssuer => "the certificate is not signed by a trusted CA (unknown issuer)".into(),

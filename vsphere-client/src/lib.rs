@@ -126,6 +126,7 @@ pub mod codec;
 // Hand-written runtime: transport, TLS, sessions, errors.
 mod client;
 mod error;
+mod http_client;
 mod redact;
 pub mod rest;
 mod session;

@@ -1,7 +1,7 @@
 //! The HTTP transport as a tower stack.
 //!
 //! ```text
-//! [ConcurrencyLimit] -> Retry(RetryPolicy) -> MapErr -> Timeout -> HttpService (reqwest)
+//! [ConcurrencyLimit] -> Retry(RetryPolicy) -> MapErr -> Timeout -> HttpService (hyper, src/http_client.rs)
 //! ```
 //!
 //! `HttpService` posts one SOAP body and reads the reply with a size limit
@@ -26,7 +26,8 @@ use tower::util::rng::HasherRng;
 use tower::util::BoxCloneSyncService;
 use tower::{Service, ServiceBuilder, ServiceExt};
 
-use crate::error::{from_reqwest, Error, ErrorKind, TimeoutCause};
+use crate::error::{Error, ErrorKind, TimeoutCause};
+use crate::http_client::{HttpClient, Response};
 use crate::redact::{redact_body, Secret};
 
 /// The tracing target of the wire log (request and response bodies, at
@@ -195,7 +196,7 @@ impl RetryConfig {
 
 /// Settings of the stack, from the builder.
 pub(crate) struct TransportConfig {
-    pub url: url::Url,
+    pub url: http::Uri,
     pub call_timeout: Option<Duration>,
     /// The bound on a whole call, retries and backoff included.
     pub call_deadline: Option<Duration>,
@@ -210,9 +211,9 @@ pub(crate) struct TransportConfig {
 
 pub(crate) type SoapService = BoxCloneSyncService<SoapCall, SoapReply, Error>;
 
-/// Assembles the tower stack around a reqwest client.
+/// Assembles the tower stack around the HTTP client.
 pub(crate) fn build_stack(
-    http: reqwest::Client,
+    http: HttpClient,
     config: &TransportConfig,
 ) -> Result<SoapService, Error> {
     // The per-attempt timeout is applied by HttpService itself, inside the
@@ -221,7 +222,8 @@ pub(crate) fn build_stack(
     // timeout layer, so that one call can bring its own.)
     let base = HttpService {
         http,
-        url: Arc::new(config.url.clone()),
+        url: config.url.to_string().into(),
+        uri: config.url.clone(),
         max_response_size: config.max_response_size,
         default_timeout: config.call_timeout,
         body_progress: config.body_progress,
@@ -340,8 +342,10 @@ impl tower::retry::Policy<SoapCall, SoapReply, Error> for RetryPolicy {
 /// Posts a SOAP envelope and reads the reply.
 #[derive(Clone)]
 pub(crate) struct HttpService {
-    http: reqwest::Client,
-    url: Arc<url::Url>,
+    http: HttpClient,
+    /// `uri` as text, for errors.
+    url: Arc<str>,
+    uri: http::Uri,
     max_response_size: u64,
     /// Per-attempt timeout of calls that bring none.
     default_timeout: Option<Duration>,
@@ -382,7 +386,7 @@ impl Service<SoapCall> for HttpService {
                 Some(end) => match tokio::time::timeout_at(end, this.post(call)).await {
                     Ok(result) => result,
                     Err(_elapsed) => Err(match deadline {
-                        Some(d) if by_deadline => d.error(Some(this.url.as_str())),
+                        Some(d) if by_deadline => d.error(Some(&this.url)),
                         _ => Error::timeout(
                             TimeoutCause::AttemptTimeout,
                             format!(
@@ -417,7 +421,7 @@ pub(crate) fn note_maybe_run(err: Error, idempotent: bool) -> Error {
 
 impl HttpService {
     async fn post(&self, call: SoapCall) -> Result<SoapReply, Error> {
-        let url = self.url.as_str();
+        let url = &*self.url;
         if tracing::enabled!(target: WIRE_LOG_TARGET, tracing::Level::TRACE) {
             let mut secrets: Vec<&Secret> = call.secrets.iter().collect();
             secrets.extend(call.cookie.as_ref());
@@ -427,12 +431,9 @@ impl HttpService {
                 wire_log_body(&call.body, &secrets)
             );
         }
-        let mut request = self
-            .http
-            .post(url)
+        let mut request = http::Request::post(self.uri.clone())
             .header(CONTENT_TYPE, "text/xml; charset=utf-8")
-            .header("SOAPAction", &*call.soap_action)
-            .body(call.body.clone());
+            .header("SOAPAction", &*call.soap_action);
         if let Some(cookie) = &call.cookie {
             let mut value = HeaderValue::from_str(&format!("{SESSION_COOKIE}={}", cookie.expose()))
                 .map_err(|_| {
@@ -441,20 +442,23 @@ impl HttpService {
                         "the session cookie is not a valid header value",
                     )
                 })?;
-            // Keeps the value out of hyper's and reqwest's own debug output.
+            // Keeps the value out of hyper's own debug output.
             value.set_sensitive(true);
             request = request.header(COOKIE, value);
         }
-        let response = request.send().await.map_err(|e| from_reqwest(e, url))?;
-        let status = response.status();
+        let request = request.body(call.body.clone()).map_err(|e| {
+            Error::new(ErrorKind::InvalidConfig, "cannot build the HTTP request").with_source(e)
+        })?;
+        let response = self.http.send(request).await?;
+        let status = response.status;
         tracing::Span::current().record("http.status", status.as_u16());
         let content_type = response
-            .headers()
+            .headers
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         let new_cookie = response
-            .headers()
+            .headers
             .get_all(SET_COOKIE)
             .iter()
             .find_map(|v| v.to_str().ok().and_then(parse_session_cookie));
@@ -536,7 +540,7 @@ impl BodyBuffers {
 /// as it passes `limit`, so a huge or endless body never gets buffered, and
 /// as soon as it stops or trickles (`progress`).
 pub(crate) async fn read_limited(
-    mut response: reqwest::Response,
+    mut response: Response,
     mut body: BytesMut,
     limit: u64,
     url: &str,
@@ -589,10 +593,10 @@ pub(crate) async fn read_limited(
             (i, w) => i.or(w),
         };
         let next = match wake {
-            None => response.chunk().await,
+            None => response.chunk(limit).await,
             // `chunk` only polls the body: dropping it when the timer wins
             // loses nothing.
-            Some(wake) => match tokio::time::timeout_at(wake, response.chunk()).await {
+            Some(wake) => match tokio::time::timeout_at(wake, response.chunk(limit)).await {
                 Ok(next) => next,
                 Err(_elapsed) if Some(wake) == idle_end => {
                     return Err(Error::timeout(
@@ -608,7 +612,7 @@ pub(crate) async fn read_limited(
                 Err(_elapsed) => continue,
             },
         };
-        let Some(chunk) = next.map_err(|e| from_reqwest(e, url))? else {
+        let Some(chunk) = next? else {
             break;
         };
         if (body.len() + chunk.len()) as u64 > limit {

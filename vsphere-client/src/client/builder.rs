@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::{Client, Inner};
-use crate::error::{from_reqwest, Error, ErrorKind};
+use crate::error::{Error, ErrorKind};
+use crate::http_client::{HttpClient, HttpOptions, ProxySetting};
 use crate::redact::Secret;
 use crate::session::{Credentials, Session};
 use crate::tls::{self, Thumbprint, TlsMode};
@@ -44,7 +45,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// # Ok(()) }
 /// ```
 pub struct ClientBuilder {
-    url: Result<url::Url, Error>,
+    url: Result<http::Uri, Error>,
     credentials: Option<Credentials>,
     tls: TlsMode,
     connect_timeout: Duration,
@@ -66,7 +67,7 @@ pub struct ClientBuilder {
 impl fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientBuilder")
-            .field("url", &self.url.as_ref().map(url::Url::as_str))
+            .field("url", &self.url.as_ref().map(ToString::to_string))
             .field("credentials", &self.credentials)
             .field("tls", &self.tls)
             .field("connect_timeout", &self.connect_timeout)
@@ -290,26 +291,22 @@ impl ClientBuilder {
         self
     }
 
-    fn http_client(&self) -> Result<reqwest::Client, Error> {
+    fn http_client(&self) -> Result<HttpClient, Error> {
         if matches!(self.tls, TlsMode::Insecure) {
             tracing::warn!("TLS certificate verification is disabled (insecure mode): the connection can be intercepted");
         }
-        let tls_config = tls::client_config(&self.tls)?;
-        let mut http = reqwest::Client::builder()
-            .use_preconfigured_tls(tls_config)
-            .connect_timeout(self.connect_timeout)
-            .user_agent(self.user_agent.clone())
-            .gzip(self.gzip)
-            .pool_idle_timeout(Duration::from_secs(50));
-        if let Some(proxy) = &self.proxy {
-            let proxy = reqwest::Proxy::all(proxy.as_str())
-                .map_err(|e| Error::invalid_config("invalid proxy URL").with_source(e))?;
-            http = http.proxy(proxy);
-        } else if !self.use_env_proxy {
-            http = http.no_proxy();
-        }
-        http.build()
-            .map_err(|e| Error::invalid_config("cannot build the HTTP client").with_source(e))
+        let proxy = match (&self.proxy, self.use_env_proxy) {
+            (Some(url), _) => ProxySetting::Url(url.clone()),
+            (None, true) => ProxySetting::FromEnv,
+            (None, false) => ProxySetting::Direct,
+        };
+        HttpClient::new(HttpOptions {
+            tls: tls::client_config(&self.tls)?,
+            connect_timeout: self.connect_timeout,
+            user_agent: self.user_agent.clone(),
+            gzip: self.gzip,
+            proxy,
+        })
     }
 
     /// Connects: negotiates the API version, fetches the service content,
@@ -378,28 +375,40 @@ pub(crate) fn soap_action(version: &str) -> Arc<str> {
 /// when the server has none (or an unreadable one); connection and TLS
 /// errors are returned, since every later call would fail the same way.
 async fn fetch_server_version(
-    http: &reqwest::Client,
-    sdk_url: &url::Url,
+    http: &HttpClient,
+    sdk_url: &http::Uri,
     config: &TransportConfig,
 ) -> Result<Option<String>, Error> {
-    let mut versions_url = sdk_url.clone();
-    let path = format!(
-        "{}/vimServiceVersions.xml",
-        sdk_url.path().trim_end_matches('/')
-    );
-    versions_url.set_path(&path);
+    let versions_url = with_path(
+        sdk_url,
+        &format!(
+            "{}/vimServiceVersions.xml",
+            sdk_url.path().trim_end_matches('/')
+        ),
+    )?;
+    let versions_text = versions_url.to_string();
     let fetch = async {
-        let mut request = http.get(versions_url.clone());
-        if let Some(timeout) = config.call_timeout {
-            request = request.timeout(timeout);
-        }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| from_reqwest(e, sdk_url.as_str()))?;
-        if !response.status().is_success() {
+        let request = http::Request::get(versions_url.clone())
+            .body(bytes::Bytes::new())
+            .map_err(|e| {
+                Error::new(ErrorKind::InvalidConfig, "cannot build the HTTP request").with_source(e)
+            })?;
+        let send = http.send(request);
+        let response = match config.call_timeout {
+            None => send.await?,
+            Some(timeout) => tokio::time::timeout(timeout, send).await.map_err(|_| {
+                Error::timeout(
+                    crate::TimeoutCause::AttemptTimeout,
+                    format!(
+                        "no answer from {versions_url} within the call timeout ({})",
+                        transport::format_duration(timeout)
+                    ),
+                )
+            })??,
+        };
+        if !response.status.is_success() {
             tracing::debug!(
-                status = response.status().as_u16(),
+                status = response.status.as_u16(),
                 "no vimServiceVersions.xml; using the service content's version"
             );
             return Ok(None);
@@ -409,7 +418,7 @@ async fn fetch_server_version(
             response,
             Default::default(),
             1 << 20,
-            versions_url.as_str(),
+            &versions_text,
             &config.body_progress,
         )
         .await
@@ -424,7 +433,7 @@ async fn fetch_server_version(
         None => fetch.await?,
         Some(deadline) => tokio::time::timeout_at(deadline.at, fetch)
             .await
-            .unwrap_or_else(|_| Err(deadline.error(Some(versions_url.as_str()))))?,
+            .unwrap_or_else(|_| Err(deadline.error(Some(&versions_text))))?,
     };
     let Some(body) = body else {
         return Ok(None);
@@ -438,7 +447,7 @@ async fn fetch_server_version(
 /// govc: `host`, `host:port`, `https://host`, `https://host/sdk`,
 /// `http://...`, each optionally with `user:password@`. Returns the URL
 /// without credentials, and the credentials when the URL had them.
-pub(crate) fn parse_sdk_url(input: &str) -> Result<(url::Url, Option<Credentials>), Error> {
+pub(crate) fn parse_sdk_url(input: &str) -> Result<(http::Uri, Option<Credentials>), Error> {
     let trimmed = input.trim();
     if trimmed.is_empty() {
         return Err(Error::invalid_config("the vCenter URL is empty"));
@@ -449,36 +458,55 @@ pub(crate) fn parse_sdk_url(input: &str) -> Result<(url::Url, Option<Credentials
         format!("https://{trimmed}")
     };
     // Never echo the input: it may hold a password.
-    let mut url = url::Url::parse(&with_scheme).map_err(|e| {
+    let invalid = || {
         Error::invalid_config("invalid vCenter URL (expected host, host:port or https://host/sdk)")
-            .with_source(e)
-    })?;
-    if !matches!(url.scheme(), "https" | "http") {
+    };
+    let without_fragment = with_scheme.split('#').next().unwrap_or_default();
+    let uri: http::Uri = without_fragment
+        .parse()
+        .map_err(|e| invalid().with_source(e))?;
+    let scheme = uri.scheme().cloned().ok_or_else(invalid)?;
+    if !matches!(scheme.as_str(), "https" | "http") {
         return Err(Error::invalid_config(format!(
             "unsupported URL scheme {:?} (expected https or http)",
-            url.scheme()
+            scheme.as_str()
         )));
     }
-    if url.host_str().is_none_or(str::is_empty) {
+    let authority = uri.authority().map_or("", |a| a.as_str());
+    let (userinfo, host_port) = match authority.rsplit_once('@') {
+        Some((userinfo, host_port)) => (Some(userinfo), host_port),
+        None => (None, authority),
+    };
+    if uri.host().is_none_or(str::is_empty) || host_port.is_empty() {
         return Err(Error::invalid_config("the vCenter URL has no host"));
     }
-    let credentials = if url.username().is_empty() {
-        None
-    } else {
-        let username = percent_decode(url.username());
-        let password = url.password().map(percent_decode).unwrap_or_default();
-        Some(Credentials {
-            username,
-            password: Secret::new(password),
-        })
-    };
-    let _ = url.set_username("");
-    let _ = url.set_password(None);
-    let path = url.path().trim_end_matches('/').to_owned();
-    url.set_path(if path.is_empty() { "/sdk" } else { &path });
-    url.set_query(None);
-    url.set_fragment(None);
+    let credentials = userinfo
+        .map(|userinfo| userinfo.split_once(':').unwrap_or((userinfo, "")))
+        .filter(|(username, _)| !username.is_empty())
+        .map(|(username, password)| Credentials {
+            username: percent_decode(username),
+            password: Secret::new(percent_decode(password)),
+        });
+    let path = uri.path().trim_end_matches('/');
+    let url = http::Uri::builder()
+        .scheme(scheme)
+        .authority(host_port)
+        .path_and_query(if path.is_empty() { "/sdk" } else { path })
+        .build()
+        .map_err(|e| invalid().with_source(e))?;
     Ok((url, credentials))
+}
+
+/// `uri` with another path (and no query).
+fn with_path(uri: &http::Uri, path: &str) -> Result<http::Uri, Error> {
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = uri.scheme().cloned();
+    parts.authority = uri.authority().cloned();
+    parts.path_and_query =
+        Some(path.parse().map_err(|e| {
+            Error::invalid_config(format!("invalid URL path {path:?}")).with_source(e)
+        })?);
+    http::Uri::from_parts(parts).map_err(|e| Error::invalid_config("invalid URL").with_source(e))
 }
 
 fn percent_decode(text: &str) -> String {
@@ -518,7 +546,7 @@ mod tests {
         ];
         for (input, expected) in cases {
             let (url, creds) = parse_sdk_url(input).unwrap();
-            assert_eq!(url.as_str(), expected, "{input}");
+            assert_eq!(url.to_string(), expected, "{input}");
             assert!(creds.is_none());
         }
     }
@@ -526,7 +554,7 @@ mod tests {
     #[test]
     fn credentials_in_the_url_are_taken_out() {
         let (url, creds) = parse_sdk_url("https://user%40vsphere.local:p%3Ass@vc/sdk").unwrap();
-        assert_eq!(url.as_str(), "https://vc/sdk");
+        assert_eq!(url.to_string(), "https://vc/sdk");
         let creds = creds.unwrap();
         assert_eq!(creds.username, "user@vsphere.local");
         assert_eq!(creds.password.expose(), "p:ss");

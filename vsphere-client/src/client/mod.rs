@@ -81,8 +81,8 @@ fn long_poll_wait(method: &str, envelope: &[u8]) -> Option<Duration> {
 }
 
 pub(crate) struct Inner {
-    url: url::Url,
-    http: reqwest::Client,
+    url: http::Uri,
+    http: crate::http_client::HttpClient,
     service: SoapService,
     /// Timeout, body limit and retry policy, also used by the REST side.
     transport_config: transport::TransportConfig,
@@ -107,7 +107,7 @@ pub(crate) struct Inner {
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("url", &self.inner.url.as_str())
+            .field("url", &format_args!("{}", self.inner.url))
             .field("api_version", &self.api_version())
             .field(
                 "username",
@@ -183,7 +183,7 @@ impl Client {
     }
 
     /// The SDK endpoint (`https://host/sdk`), without credentials.
-    pub fn url(&self) -> &url::Url {
+    pub fn url(&self) -> &http::Uri {
         &self.inner.url
     }
 
@@ -236,7 +236,7 @@ impl Client {
 
     /// The underlying HTTP client (same TLS, proxy and timeouts), for the
     /// REST side.
-    pub(crate) fn http(&self) -> &reqwest::Client {
+    pub(crate) fn http(&self) -> &crate::http_client::HttpClient {
         &self.inner.http
     }
 
@@ -366,8 +366,9 @@ impl Client {
         if let Some(cookie) = reply.new_cookie.clone() {
             self.inner.session.adopt_cookie(cookie);
         }
-        let (result, skipped) =
-            crate::xml::skipped::collect(|| response::decode::<R>(&reply, self.inner.url.as_str()));
+        let (result, skipped) = crate::xml::skipped::collect(|| {
+            response::decode::<R>(&reply, &self.inner.url.to_string())
+        });
         for element in self.inner.stats.record_skipped(R::NAME, &skipped) {
             use crate::xml::skipped::SkippedKind;
             match element.kind {

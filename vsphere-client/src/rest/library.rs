@@ -11,7 +11,7 @@ use http::Method;
 use serde::{Deserialize, Serialize};
 
 use super::error::{rest_error, LocalizableMessage, RestError, RestErrorType};
-use super::{ApiFlavor, DynamicId, RestClient};
+use super::{ApiFlavor, ApiUrl, DynamicId, RestClient};
 use crate::error::{Error, ErrorKind};
 use crate::types::ManagedObjectReference;
 
@@ -758,17 +758,18 @@ impl<'a> ContentLibrary<'a> {
     /// itself as it knows itself (a host name the client may not resolve, or
     /// reach only through an address it was given); the path is what counts.
     /// Keeps the session id from ever going to another host.
-    fn same_server(&self, endpoint: &str) -> Result<url::Url, Error> {
-        let named = url::Url::parse(endpoint).map_err(|e| {
+    fn same_server(&self, endpoint: &str) -> Result<ApiUrl, Error> {
+        let named: http::Uri = endpoint.parse().map_err(|e| {
             Error::new(
                 ErrorKind::Decode,
                 "the server named an invalid upload endpoint",
             )
             .with_source(e)
         })?;
-        let mut url = self.client.base_url().clone();
-        url.set_path(named.path());
-        url.set_query(named.query());
+        let mut url = ApiUrl::root(self.client.base_url());
+        if let Some(path_and_query) = named.path_and_query() {
+            url.set_path_and_query(path_and_query);
+        }
         Ok(url)
     }
 

@@ -106,6 +106,7 @@ mod library;
 mod session;
 mod tagging;
 mod transport;
+mod url;
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -128,6 +129,7 @@ pub use tagging::{
     CategoryUpdate, Tag, TagSpec, TagUpdate, Tagging,
 };
 
+use self::url::{encode_query_value, ApiUrl};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind};
 use crate::redact::Secret;
@@ -192,7 +194,7 @@ impl fmt::Debug for RestClient {
             Auth::Fixed => "given session id".to_owned(),
         };
         f.debug_struct("RestClient")
-            .field("base", &self.inner.transport.base.as_str())
+            .field("base", &format_args!("{}", self.inner.transport.base))
             .field("flavor", &self.inner.flavor)
             .field("auth", &auth)
             .field("logged_in", &self.has_session())
@@ -254,7 +256,7 @@ impl RestClient {
     }
 
     /// `https://host:port/`, the root of the API paths.
-    pub fn base_url(&self) -> &url::Url {
+    pub fn base_url(&self) -> &http::Uri {
         &self.inner.transport.base
     }
 
@@ -310,15 +312,12 @@ impl RestClient {
         method: Method,
         service: &str,
     ) -> RequestBuilder<'_> {
-        let mut url = self.inner.transport.base.clone();
-        if let Ok(mut segments) = url.path_segments_mut() {
-            segments.clear();
-            segments.push(match self.inner.flavor {
-                ApiFlavor::Api => "api",
-                ApiFlavor::Rest => "rest",
-            });
-            segments.extend(service.split('/').filter(|s| !s.is_empty()));
-        }
+        let mut url = ApiUrl::root(&self.inner.transport.base);
+        url.push(match self.inner.flavor {
+            ApiFlavor::Api => "api",
+            ApiFlavor::Rest => "rest",
+        });
+        url.extend(service.split('/'));
         RequestBuilder {
             client: self,
             call: Call::new(operation, method, url),
@@ -420,9 +419,7 @@ impl RequestBuilder<'_> {
             ApiFlavor::Api => id.to_owned(),
             ApiFlavor::Rest => format!("id:{id}"),
         };
-        if let Ok(mut segments) = self.call.url.path_segments_mut() {
-            segments.push(&segment);
-        }
+        self.call.url.push(&segment);
         self
     }
 
@@ -510,7 +507,7 @@ impl RequestBuilder<'_> {
     }
 
     /// Replaces the URL (an upload endpoint the server named).
-    pub(crate) fn url(mut self, url: url::Url) -> Self {
+    pub(crate) fn url(mut self, url: ApiUrl) -> Self {
         self.call.url = url;
         self
     }
@@ -549,21 +546,14 @@ impl RequestBuilder<'_> {
 }
 
 /// `https://host:port/api/<service>` or `https://host:port/rest/com/vmware/<service>`.
-fn service_url(base: &url::Url, flavor: ApiFlavor, service: &str) -> url::Url {
-    let mut url = base.clone();
-    if let Ok(mut segments) = url.path_segments_mut() {
-        segments.clear();
-        match flavor {
-            ApiFlavor::Api => segments.push("api"),
-            ApiFlavor::Rest => segments.extend(["rest", "com", "vmware"]),
-        };
-        segments.extend(service.split('/').filter(|s| !s.is_empty()));
-    }
+fn service_url(base: &http::Uri, flavor: ApiFlavor, service: &str) -> ApiUrl {
+    let mut url = ApiUrl::root(base);
+    match flavor {
+        ApiFlavor::Api => url.push("api"),
+        ApiFlavor::Rest => url.extend(["rest", "com", "vmware"]),
+    };
+    url.extend(service.split('/'));
     url
-}
-
-fn encode_query_value(value: &str) -> String {
-    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }
 
 /// A managed object reference as the Automation API writes it
@@ -722,14 +712,21 @@ impl RestClientBuilder {
     }
 }
 
+/// `https://host:port/` of the SOAP endpoint `https://host:port/sdk`.
+fn root_of(sdk: &http::Uri) -> http::Uri {
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = sdk.scheme().cloned();
+    parts.authority = sdk.authority().cloned();
+    parts.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+    // Scheme and authority come from a valid URI: the parts are valid.
+    http::Uri::from_parts(parts).unwrap_or_else(|_| sdk.clone())
+}
+
 /// The REST transport of a SOAP client: its HTTP client (TLS, proxy,
 /// connect timeout) and its per-call settings.
 fn transport_of(soap: &Client, credentials: Option<&Credentials>) -> Transport {
     let config = soap.transport_config();
-    let mut base = soap.url().clone();
-    base.set_path("/");
-    base.set_query(None);
-    base.set_fragment(None);
+    let base = root_of(soap.url());
     let secrets: Vec<Secret> = credentials
         .into_iter()
         .chain(soap.credentials())
@@ -756,13 +753,14 @@ mod tests {
 
     #[test]
     fn service_urls_per_flavor() {
-        let base = url::Url::parse("https://vc.example.com:8443/").unwrap();
+        let base = root_of(&"https://vc.example.com:8443/sdk".parse().unwrap());
+        assert_eq!(base.to_string(), "https://vc.example.com:8443/");
         assert_eq!(
-            service_url(&base, ApiFlavor::Api, "cis/tagging/category").as_str(),
+            service_url(&base, ApiFlavor::Api, "cis/tagging/category").to_string(),
             "https://vc.example.com:8443/api/cis/tagging/category"
         );
         assert_eq!(
-            service_url(&base, ApiFlavor::Rest, "cis/tagging/category").as_str(),
+            service_url(&base, ApiFlavor::Rest, "cis/tagging/category").to_string(),
             "https://vc.example.com:8443/rest/com/vmware/cis/tagging/category"
         );
     }

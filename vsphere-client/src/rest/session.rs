@@ -8,14 +8,14 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 
 use super::transport::{check_status, decode_json, error_from_reply, Call, Transport};
-use super::{service_url, ApiFlavor, Auth, Inner, RestClient, RestErrorType, SessionInfo};
+use super::{service_url, ApiFlavor, ApiUrl, Auth, Inner, RestClient, RestErrorType, SessionInfo};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind};
 use crate::redact::Secret;
 use crate::session::{Credentials, LoginTurn, Snapshot};
 
 /// `/api/session` or `/rest/com/vmware/cis/session`.
-fn session_url(base: &url::Url, flavor: ApiFlavor) -> url::Url {
+fn session_url(base: &http::Uri, flavor: ApiFlavor) -> ApiUrl {
     match flavor {
         ApiFlavor::Api => service_url(base, flavor, "session"),
         ApiFlavor::Rest => service_url(base, flavor, "cis/session"),
@@ -72,7 +72,7 @@ pub(super) async fn create(
 
 /// The request that reads the current session: `GET /api/session`, or
 /// `POST /rest/com/vmware/cis/session?~action=get`.
-fn info_call(base: &url::Url, flavor: ApiFlavor) -> Call {
+fn info_call(base: &http::Uri, flavor: ApiFlavor) -> Call {
     const OPERATION: &str = "get REST session";
     let mut url = session_url(base, flavor);
     let method = match flavor {

@@ -11,18 +11,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
+use http::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use tower::retry::backoff::{Backoff, ExponentialBackoffMaker, MakeBackoff};
 use tower::util::rng::HasherRng;
 
-use crate::error::{from_reqwest, Error, ErrorKind, TimeoutCause};
+use crate::error::{Error, ErrorKind, TimeoutCause};
+use crate::http_client::HttpClient;
 use crate::redact::{redact_body, Secret};
 use crate::rest::error::{
     parse_error_body, rest_error, LocalizableMessage, RestError, RestErrorType,
 };
-use crate::rest::ApiFlavor;
+use crate::rest::{ApiFlavor, ApiUrl};
 use crate::session::Credentials;
 use crate::transport::{
     format_duration, note_maybe_run, read_limited, BodyProgress, Deadline, RetryConfig,
@@ -35,9 +36,9 @@ pub(crate) const SESSION_HEADER: &str = "vmware-api-session-id";
 /// Connection settings shared with the SOAP client.
 #[derive(Clone)]
 pub(crate) struct Transport {
-    pub http: reqwest::Client,
+    pub http: HttpClient,
     /// `https://host:port/`: the API paths go under it.
-    pub base: url::Url,
+    pub base: http::Uri,
     /// One attempt's bound.
     pub call_timeout: Option<Duration>,
     /// The bound on a whole call, retries and backoff included (the SOAP
@@ -59,7 +60,7 @@ pub(crate) struct Call {
     /// `create category "zone": ALREADY_EXISTS`.
     pub subject: Option<String>,
     pub method: Method,
-    pub url: url::Url,
+    pub url: ApiUrl,
     pub body: Option<Bytes>,
     /// The content type of `body` (JSON unless uploading a file).
     pub content_type: &'static str,
@@ -74,7 +75,7 @@ pub(crate) struct Call {
 }
 
 impl Call {
-    pub(crate) fn new(operation: &'static str, method: Method, url: url::Url) -> Call {
+    pub(crate) fn new(operation: &'static str, method: Method, url: ApiUrl) -> Call {
         Call {
             operation,
             subject: None,
@@ -217,7 +218,7 @@ impl Transport {
             Some(end) => match tokio::time::timeout_at(end, self.attempt(call, session)).await {
                 Ok(result) => result,
                 Err(_elapsed) => Err(match deadline {
-                    Some(d) if by_deadline => d.error(Some(call.url.as_str())),
+                    Some(d) if by_deadline => d.error(Some(&call.url.to_string())),
                     _ => Error::timeout(
                         TimeoutCause::AttemptTimeout,
                         format!(
@@ -240,7 +241,7 @@ impl Transport {
                 })?),
                 None => None,
             };
-        let url = call.url.as_str();
+        let url = &*call.url.to_string();
         let wire = tracing::enabled!(target: WIRE_LOG_TARGET, tracing::Level::TRACE);
         if wire {
             let body = match (&call.body, call.log_request_body) {
@@ -250,9 +251,16 @@ impl Transport {
             };
             tracing::trace!(target: WIRE_LOG_TARGET, method = %call.method, url, "request: {body}");
         }
-        let mut request = self
-            .http
-            .request(call.method.clone(), call.url.clone())
+        let uri: http::Uri = url.parse().map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("{url} is not a valid HTTP URI"),
+            )
+            .with_source(e)
+        })?;
+        let mut request = http::Request::builder()
+            .method(call.method.clone())
+            .uri(uri)
             .header(ACCEPT, "application/json");
         if let Some(id) = session {
             let mut value = HeaderValue::from_str(id.expose()).map_err(|_| {
@@ -267,18 +275,21 @@ impl Transport {
         if let Some(credentials) = &call.basic_auth {
             // Keeps the server from also setting a session cookie.
             request = request
-                .basic_auth(&credentials.username, Some(credentials.password.expose()))
+                .header(AUTHORIZATION, basic_auth(credentials)?)
                 .header("vmware-use-header-authn", "true");
         }
-        if let Some(body) = &call.body {
-            request = request
-                .header(CONTENT_TYPE, call.content_type)
-                .body(body.clone());
+        if call.body.is_some() {
+            request = request.header(CONTENT_TYPE, call.content_type);
         }
-        let response = request.send().await.map_err(|e| from_reqwest(e, url))?;
-        let status = response.status();
+        let request = request
+            .body(call.body.clone().unwrap_or_default())
+            .map_err(|e| {
+                Error::new(ErrorKind::InvalidConfig, "cannot build the HTTP request").with_source(e)
+            })?;
+        let response = self.http.send(request).await?;
+        let status = response.status;
         let content_type = response
-            .headers()
+            .headers
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
@@ -310,6 +321,19 @@ impl Transport {
         secrets.extend(session);
         redact_body(body, &secrets)
     }
+}
+
+/// `Authorization: Basic ...` for these credentials, marked sensitive (kept
+/// out of debug output).
+fn basic_auth(credentials: &Credentials) -> Result<HeaderValue, Error> {
+    let pair = format!("{}:{}", credentials.username, credentials.password.expose());
+    let mut value = HeaderValue::from_str(&format!(
+        "Basic {}",
+        crate::xml::primitives::base64_encode(pair.as_bytes())
+    ))
+    .map_err(|_| Error::invalid_config("the user name is not a valid header value"))?;
+    value.set_sensitive(true);
+    Ok(value)
 }
 
 /// A successful reply as is; any other status as the crate error: a vAPI
@@ -458,6 +482,21 @@ mod tests {
             content_type: content_type.map(str::to_owned),
             body: Bytes::from(body.to_owned()),
         }
+    }
+
+    #[test]
+    fn basic_auth_is_encoded_and_sensitive() {
+        let credentials = Credentials {
+            username: "administrator@vsphere.local".into(),
+            password: Secret::new("p:ss"),
+        };
+        let value = basic_auth(&credentials).unwrap();
+        // base64("administrator@vsphere.local:p:ss")
+        assert_eq!(
+            value.to_str().unwrap(),
+            "Basic YWRtaW5pc3RyYXRvckB2c3BoZXJlLmxvY2FsOnA6c3M="
+        );
+        assert!(value.is_sensitive());
     }
 
     #[test]

@@ -19,7 +19,7 @@
 
 mod lexer;
 mod mor;
-mod primitives;
+pub(crate) mod primitives;
 mod reader;
 mod schema;
 pub mod skipped;

@@ -559,7 +559,7 @@ impl Machines for VCenterSession {
 
     fn server(&self) -> ServerIdentity {
         let url = self.client().url();
-        let host = match (url.host_str(), url.port()) {
+        let host = match (url.host(), url.port_u16()) {
             (Some(h), Some(p)) => format!("{h}:{p}"),
             (Some(h), None) => h.to_string(),
             _ => String::new(),
