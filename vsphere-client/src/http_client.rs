@@ -157,9 +157,13 @@ impl HttpClient {
 
 /// The matcher of a proxy given by URL (`http://[user:password@]host:port`).
 fn explicit_proxy(url: &str) -> Result<Matcher, Error> {
-    let invalid = || Error::invalid_config("invalid proxy URL (expected http://host:port)");
+    let invalid = || {
+        Error::invalid_config(
+            "invalid proxy URL (expected http://host:port: plain-http proxies only)",
+        )
+    };
     let uri: Uri = url.parse().map_err(|e| invalid().with_source(e))?;
-    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+    if uri.scheme_str() != Some("http") || uri.host().is_none() {
         return Err(invalid());
     }
     Ok(Matcher::builder().all(url.to_owned()).build())
@@ -332,6 +336,18 @@ impl Service<Uri> for ProxyConnector {
         let proxy = self.proxies.as_ref().and_then(|m| m.intercept(&dst));
         let http = self.http.clone();
         Box::pin(async move {
+            if let Some(scheme) = proxy
+                .as_ref()
+                .and_then(|p| p.uri().scheme_str())
+                .filter(|s| *s != "http")
+            {
+                // An https:// or socks proxy from the environment: this
+                // client speaks plain HTTP to proxies.
+                return Err(format!(
+                    "{scheme}:// proxies are not supported (set an http:// proxy, or NO_PROXY)"
+                )
+                .into());
+            }
             let Some(proxy) = proxy else {
                 let io = http.oneshot(dst).await?;
                 return Ok(ProxiedStream { io, forward: false });
@@ -463,9 +479,38 @@ mod tests {
         assert!(garbage.push(b"not gzip at all", u64::MAX).is_err());
     }
 
+    #[tokio::test]
+    async fn a_proxy_from_the_environment_that_is_not_http_is_refused_clearly() {
+        let connector = ProxyConnector {
+            http: HttpConnector::new(),
+            proxies: Some(Arc::new(
+                Matcher::builder().all("socks5://127.0.0.1:1080").build(),
+            )),
+        };
+        let err = match connector
+            .oneshot("https://vc.example.com/sdk".parse().unwrap())
+            .await
+        {
+            Ok(_) => panic!("connected through a socks proxy"),
+            Err(err) => err,
+        };
+        assert!(
+            err.to_string()
+                .contains("socks5:// proxies are not supported"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn proxy_urls_are_checked() {
-        for bad in ["", "not a url", "ftp://proxy:21", "http://"] {
+        for bad in [
+            "",
+            "not a url",
+            "ftp://proxy:21",
+            "http://",
+            "https://proxy:3128",
+            "socks5://proxy:1080",
+        ] {
             let err = explicit_proxy(bad).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{bad}");
         }

@@ -273,7 +273,9 @@ impl ClientBuilder {
         self
     }
 
-    /// Send every request through this proxy URL.
+    /// Send every request through this proxy: `http://[user:password@]host:port`
+    /// (https requests go through a `CONNECT` tunnel, so TLS stays end to
+    /// end).
     pub fn proxy(mut self, url: impl Into<String>) -> Self {
         self.proxy = Some(url.into());
         self
