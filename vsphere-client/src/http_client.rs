@@ -487,12 +487,11 @@ mod tests {
                 Matcher::builder().all("socks5://127.0.0.1:1080").build(),
             )),
         };
-        let err = match connector
+        let Err(err) = connector
             .oneshot("https://vc.example.com/sdk".parse().unwrap())
             .await
-        {
-            Ok(_) => panic!("connected through a socks proxy"),
-            Err(err) => err,
+        else {
+            panic!("connected through a socks proxy");
         };
         assert!(
             err.to_string()
