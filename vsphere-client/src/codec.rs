@@ -37,5 +37,5 @@ pub fn encode_request<R: Request>(request: &R) -> Vec<u8> {
 /// fault, [`Decode`](crate::ErrorKind::Decode) for a malformed envelope, and
 /// [`NotSoap`](crate::ErrorKind::NotSoap) for a body that is no envelope.
 pub fn decode_response<R: Request>(body: &[u8]) -> Result<R::Response, Error> {
-    crate::client::response::decode_body::<R>(body, http::StatusCode::OK, None, "the response")
+    crate::client::response::decode_body::<R>(body, http::StatusCode::OK, None, &"the response")
 }

@@ -155,6 +155,18 @@ impl HttpClient {
     }
 }
 
+/// `uri` with another path (and no query).
+pub(crate) fn with_path(uri: &Uri, path: &str) -> Result<Uri, Error> {
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = uri.scheme().cloned();
+    parts.authority = uri.authority().cloned();
+    parts.path_and_query =
+        Some(path.parse().map_err(|e| {
+            Error::invalid_config(format!("invalid URL path {path:?}")).with_source(e)
+        })?);
+    Uri::from_parts(parts).map_err(|e| Error::invalid_config("invalid URL").with_source(e))
+}
+
 /// The matcher of a proxy given by URL (`http://[user:password@]host:port`).
 fn explicit_proxy(url: &str) -> Result<Matcher, Error> {
     let invalid = || {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::client::{Client, Inner};
 use crate::error::{Error, ErrorKind};
-use crate::http_client::{HttpClient, HttpOptions, ProxySetting};
+use crate::http_client::{with_path, HttpClient, HttpOptions, ProxySetting};
 use crate::redact::Secret;
 use crate::session::{Credentials, Session};
 use crate::tls::{self, Thumbprint, TlsMode};
@@ -497,18 +497,6 @@ pub(crate) fn parse_sdk_url(input: &str) -> Result<(http::Uri, Option<Credential
         .build()
         .map_err(|e| invalid().with_source(e))?;
     Ok((url, credentials))
-}
-
-/// `uri` with another path (and no query).
-fn with_path(uri: &http::Uri, path: &str) -> Result<http::Uri, Error> {
-    let mut parts = http::uri::Parts::default();
-    parts.scheme = uri.scheme().cloned();
-    parts.authority = uri.authority().cloned();
-    parts.path_and_query =
-        Some(path.parse().map_err(|e| {
-            Error::invalid_config(format!("invalid URL path {path:?}")).with_source(e)
-        })?);
-    http::Uri::from_parts(parts).map_err(|e| Error::invalid_config("invalid URL").with_source(e))
 }
 
 fn percent_decode(text: &str) -> String {

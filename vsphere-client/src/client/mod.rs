@@ -366,9 +366,8 @@ impl Client {
         if let Some(cookie) = reply.new_cookie.clone() {
             self.inner.session.adopt_cookie(cookie);
         }
-        let (result, skipped) = crate::xml::skipped::collect(|| {
-            response::decode::<R>(&reply, &self.inner.url.to_string())
-        });
+        let (result, skipped) =
+            crate::xml::skipped::collect(|| response::decode::<R>(&reply, &self.inner.url));
         for element in self.inner.stats.record_skipped(R::NAME, &skipped) {
             use crate::xml::skipped::SkippedKind;
             match element.kind {

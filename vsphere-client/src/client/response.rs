@@ -13,7 +13,10 @@ use crate::xml::Request;
 /// - Anything else is `NotSoap` on a 2xx status and `HttpStatus` otherwise,
 ///   with a short excerpt of the body to say what the server meant (an HTML
 ///   "503 Service Unavailable" page, a proxy's message...).
-pub(crate) fn decode<R: Request>(reply: &SoapReply, url: &str) -> Result<R::Response, Error> {
+pub(crate) fn decode<R: Request>(
+    reply: &SoapReply,
+    url: &dyn std::fmt::Display,
+) -> Result<R::Response, Error> {
     decode_body::<R>(
         &reply.body,
         reply.status,
@@ -27,7 +30,7 @@ pub(crate) fn decode_body<R: Request>(
     body: &[u8],
     status: StatusCode,
     content_type: Option<&str>,
-    url: &str,
+    url: &dyn std::fmt::Display,
 ) -> Result<R::Response, Error> {
     if !looks_like_soap(body) {
         return Err(not_soap(body, status, content_type, url));
@@ -57,7 +60,12 @@ pub(crate) fn decode_body<R: Request>(
     }
 }
 
-fn not_soap(body: &[u8], status: StatusCode, content_type: Option<&str>, url: &str) -> Error {
+fn not_soap(
+    body: &[u8],
+    status: StatusCode,
+    content_type: Option<&str>,
+    url: &dyn std::fmt::Display,
+) -> Error {
     let what = match content_type {
         Some(ct) => format!(
             "not a SOAP response ({})",

@@ -714,12 +714,8 @@ impl RestClientBuilder {
 
 /// `https://host:port/` of the SOAP endpoint `https://host:port/sdk`.
 fn root_of(sdk: &http::Uri) -> http::Uri {
-    let mut parts = http::uri::Parts::default();
-    parts.scheme = sdk.scheme().cloned();
-    parts.authority = sdk.authority().cloned();
-    parts.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
-    // Scheme and authority come from a valid URI: the parts are valid.
-    http::Uri::from_parts(parts).unwrap_or_else(|_| sdk.clone())
+    // Scheme and authority come from a valid URI: the path is the only new part.
+    crate::http_client::with_path(sdk, "/").unwrap_or_else(|_| sdk.clone())
 }
 
 /// The REST transport of a SOAP client: its HTTP client (TLS, proxy,
