@@ -483,7 +483,7 @@ fn decode_untyped(r: &mut XmlReader<'_>) -> Result<Value, DecodeError> {
             raw_xml: raw,
         });
     }
-    match quick_xml::escape::unescape(&raw) {
+    match super::escape::unescape(&raw) {
         Ok(text) => Ok(Value::String(text.replace("\r\n", "\n"))),
         Err(e) => Err(r.error(super::DecodeErrorKind::Syntax, e.to_string())),
     }
