@@ -485,7 +485,7 @@ pub struct ManagedObjectInfo {
 /// [`contains`](Self::contains) tells the two apart:
 ///
 /// ```
-/// # use vsphere_client::mo;
+/// # use vsphere_vim25::mo;
 /// # fn demo(vm: &mo::VirtualMachine) {
 /// let memory_mb = vm
 ///     .retrieved

@@ -20,7 +20,7 @@ use super::{Decode, DecodeError, Encode, SchemaType, XmlWriter};
 /// on the `dyn DataObject` or [`Value::downcast_ref`].
 ///
 /// ```
-/// # use vsphere_client::xml::{DataObject, Value};
+/// # use vsphere_vim25::xml::{DataObject, Value};
 /// fn power_state(value: &Value) -> Option<&str> {
 ///     match value {
 ///         Value::Object(object) => object.type_name().strip_prefix("VirtualMachine"),
