@@ -109,12 +109,13 @@ pub use vsphere_vim25::{
     DataObject, DateTime, FromValue, ObjectType, Request, SchemaType, Value, ValueTypeError,
 };
 // The XML runtime of the generated bindings (its module docs say what of it is API).
+#[doc(hidden)]
+pub use vsphere_vim25::xml;
+
 /// The generated `xsi:type` registry, for the fuzz targets in `fuzz/` only.
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub use vsphere_vim25::fuzzing_registry;
-#[doc(hidden)]
-pub use vsphere_vim25::xml;
 // A typed method on `Vim` for every operation (generated with the bindings).
 #[rustfmt::skip]
 mod methods;
