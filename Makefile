@@ -6,7 +6,10 @@ SHELL := /bin/bash
 # The vim25 WSDL bundle the bindings are generated from (see wsdl/README.md).
 # Default: ../shared/wsdl/vim25-7.0.3 beside the checkout, when present.
 WSDL_DIR ?= $(firstword $(wildcard ../shared/wsdl/vim25-7.0.3))
-GENERATED := vsphere-client/src/generated
+# vsphere-codegen writes one tree: the bindings go to vsphere-vim25, the
+# typed `Vim` methods (its methods/ folder) to vsphere-client.
+GENERATED := vsphere-vim25/src/generated
+METHODS := vsphere-client/src/methods
 MANAGED_OBJECTS := wsdl/managed-objects.json
 ADDITIONS := wsdl/additions.json
 # The pyvmomi releases wsdl/managed-objects.json and wsdl/additions.json are
@@ -40,8 +43,9 @@ vcsim: deps
 # The published crates' rustdoc must build without warnings (broken links),
 # and the crates must build and pass their tests from their .crate files
 # (tests/package-check).
-# vsphere-client's feature-gated type families: the workspace builds without
-# them (as a program does by default); `make test` also tests the crate with them.
+# vsphere-client's feature-gated type families (vsphere-vim25's, forwarded):
+# the workspace builds without them (as a program does by default); `make
+# test` also tests both crates with them.
 TYPE_FAMILIES := all-events,all-faults,admin
 comma := ,
 # The same, named from the workspace (vsphere-client/all-events,...).
@@ -57,11 +61,11 @@ test: deps
 	cargo fmt --all -- --check >/dev/null || { cargo fmt --all -- --check | head -n 40; echo "make test: not formatted; run: cargo fmt --all"; exit 1; }; \
 	cargo clippy --workspace --all-targets --quiet -- -D warnings || { echo "make test: clippy found warnings (the workspace lints in Cargo.toml)"; exit 1; }; \
 	VCSIM_BIN="$$vcsim_bin" cargo nextest run --workspace --no-fail-fast; \
-	cargo clippy -p vsphere-client --all-targets --quiet --features $(TYPE_FAMILIES) -- -D warnings || { echo "make test: clippy found warnings with the type families compiled in"; exit 1; }; \
-	VCSIM_BIN="$$vcsim_bin" cargo nextest run -p vsphere-client --features $(TYPE_FAMILIES) --no-fail-fast; \
+	cargo clippy -p vsphere-vim25 -p vsphere-client --all-targets --quiet --features $(CLIENT_FAMILIES) -- -D warnings || { echo "make test: clippy found warnings with the type families compiled in"; exit 1; }; \
+	VCSIM_BIN="$$vcsim_bin" cargo nextest run -p vsphere-vim25 -p vsphere-client --features $(CLIENT_FAMILIES) --no-fail-fast; \
 	VCSIM_BIN="$$vcsim_bin" cargo nextest run -p vsphere-tests --test generated_completeness --test admin_simulator --features $(CLIENT_FAMILIES); \
 	cargo test --doc --workspace; \
-	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p vsphere-client -p vsphere-testkit --features $(CLIENT_FAMILIES); \
+	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p vsphere-vim25 -p vsphere-client -p vsphere-testkit --features $(CLIENT_FAMILIES); \
 	tests/package-check
 
 # Verifies the bundle against its SHA256SUMS, then fills $(GENERATED) with a
@@ -73,9 +77,10 @@ generate:
 	@tmp="$$(mktemp -d "$(CURDIR)/.generated-XXXXXX")"; trap 'rm -rf "$$tmp"' EXIT; \
 	cargo run -q -p vsphere-codegen -- --wsdl "$(WSDL_DIR)" --managed-objects $(MANAGED_OBJECTS) --additions $(ADDITIONS) --out "$$tmp/generated"; \
 	[ -d "$$tmp/generated" ] || { echo "vsphere-codegen wrote nothing to its --out directory"; exit 1; }; \
-	rm -rf $(GENERATED); mkdir -p "$$(dirname $(GENERATED))"; cp -r "$$tmp/generated" $(GENERATED); \
+	rm -rf $(GENERATED) $(METHODS); mkdir -p "$$(dirname $(GENERATED))" "$$(dirname $(METHODS))"; \
+	mv "$$tmp/generated/methods" $(METHODS); cp -r "$$tmp/generated" $(GENERATED); \
 	$(call bundle_sums) > wsdl/SHA256SUMS; \
-	echo "generated $(GENERATED) from $(WSDL_DIR)"
+	echo "generated $(GENERATED) and $(METHODS) from $(WSDL_DIR)"
 
 check-generated: check-managed-objects
 	@$(call require_bundle)
@@ -87,16 +92,17 @@ check-generated: check-managed-objects
 	@tmp="$$(mktemp -d "$(CURDIR)/.generated-XXXXXX")"; trap 'rm -rf "$$tmp"' EXIT; \
 	cargo run -q -p vsphere-codegen -- --wsdl "$(WSDL_DIR)" --managed-objects $(MANAGED_OBJECTS) --additions $(ADDITIONS) --out "$$tmp/generated"; \
 	[ -d "$$tmp/generated" ] || { echo "vsphere-codegen wrote nothing to its --out directory"; exit 1; }; \
-	if [ ! -d $(GENERATED) ]; then \
-	    echo "check-generated: $(GENERATED) is missing; run: make generate"; exit 1; \
+	if [ ! -d $(GENERATED) ] || [ ! -d $(METHODS) ]; then \
+	    echo "check-generated: $(GENERATED) or $(METHODS) is missing; run: make generate"; exit 1; \
 	fi; \
-	if ! diff -r "$$tmp/generated" $(GENERATED) > "$$tmp/diff"; then \
+	mv "$$tmp/generated/methods" "$$tmp/methods"; \
+	if ! { diff -r "$$tmp/generated" $(GENERATED) && diff -r "$$tmp/methods" $(METHODS); } > "$$tmp/diff"; then \
 	    head -n 60 "$$tmp/diff"; \
-	    echo "check-generated: $(GENERATED) is stale or was edited by hand ($$(grep -c '^[<>]' "$$tmp/diff" || true) differing lines)."; \
-	    echo "  Never edit it by hand: change codegen/ (or wsdl/*.json) and run: make generate"; \
+	    echo "check-generated: $(GENERATED) or $(METHODS) is stale or was edited by hand ($$(grep -c '^[<>]' "$$tmp/diff" || true) differing lines)."; \
+	    echo "  Never edit them by hand: change codegen/ (or wsdl/*.json) and run: make generate"; \
 	    exit 1; \
 	fi; \
-	echo "check-generated: $(GENERATED) is up to date"
+	echo "check-generated: $(GENERATED) and $(METHODS) are up to date"
 
 # wsdl/managed-objects.json and wsdl/additions.json are extracted from
 # pyvmomi's release archives; check them when the archives are in

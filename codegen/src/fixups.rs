@@ -77,7 +77,7 @@ fn fault_elements_are_named_type_plus_fault(bundle: &RawBundle) -> Result<()> {
 /// `ManagedObjectReference` are variants of the hand-written `xml::Value`;
 /// the set it handles must cover the schema's.
 fn primitive_arrays_are_value_variants(model: &Model) -> Result<()> {
-    // Keep in sync with `PRIMITIVE_ARRAY_ITEMS` in vsphere-client/src/xml/value.rs.
+    // Keep in sync with `PRIMITIVE_ARRAY_ITEMS` in vsphere-vim25/src/xml/value.rs.
     const VALUE_ARRAYS: &[&str] = &[
         "ArrayOfAnyType",
         "ArrayOfAnyURI",

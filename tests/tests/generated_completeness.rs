@@ -178,8 +178,11 @@ fn add_additions(bundle: &mut Bundle) {
 
 fn generated_sources() -> String {
     let mut all = String::new();
-    let mut stack =
-        vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("../vsphere-client/src/generated")];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut stack = vec![
+        root.join("../vsphere-vim25/src/generated"),
+        root.join("../vsphere-client/src/methods"),
+    ];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(dir).expect("generated dir") {
             let path = entry.expect("entry").path();

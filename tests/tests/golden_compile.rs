@@ -7,6 +7,13 @@
 #[allow(dead_code, unused_imports, unreachable_pub)]
 mod generated;
 
+/// The `Vim` methods, which the real crates keep in the client (`src/methods`)
+/// beside the bindings: they reach the types as `super::super::types`.
+#[rustfmt::skip]
+#[path = "../../codegen/tests/golden/basic/methods/mod.rs"]
+#[allow(dead_code, unused_imports, unreachable_pub)]
+mod methods;
+
 /// The generated code reaches the runtime as `crate::xml`.
 #[allow(unreachable_pub)] // as public as in the real crate
 mod xml {
@@ -52,7 +59,7 @@ impl<'a> Vim<'a> {
     }
 }
 
-use generated::types::*;
+use generated::types::{self, *};
 use xml::{Decode, Encode, ManagedObjectReference, Value, XmlReader, XmlWriter};
 
 fn envelope(body: &str) -> String {

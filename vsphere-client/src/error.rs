@@ -155,7 +155,7 @@ impl Fault {
     /// than this crate counts as its nearest known base, the type its
     /// [`detail`](Self::detail) decoded as.
     pub fn is_a<T: SchemaType>(&self) -> bool {
-        let registry = &crate::generated::REGISTRY;
+        let registry = &vsphere_vim25::REGISTRY;
         let known = |name: &str| registry.get(name).is_some();
         if let Some(name) = self.type_name.as_deref().filter(|n| known(n)) {
             return registry.is_subtype_of(name, T::TYPE_NAME);

@@ -103,23 +103,22 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-// Generated bindings (src/generated, by vsphere-codegen) and the XML runtime they use.
-#[rustfmt::skip]
-mod generated;
+// The generated bindings and their XML runtime: the vsphere-vim25 crate.
+pub use vsphere_vim25::{mo, paths, types};
+pub use vsphere_vim25::{
+    DataObject, DateTime, FromValue, ObjectType, Request, SchemaType, Value, ValueTypeError,
+};
 // The XML runtime of the generated bindings (its module docs say what of it is API).
 #[doc(hidden)]
-pub mod xml;
+pub use vsphere_vim25::xml;
 
 /// The generated `xsi:type` registry, for the fuzz targets in `fuzz/` only.
 #[cfg(fuzzing)]
 #[doc(hidden)]
-pub fn fuzzing_registry() -> &'static xml::Registry {
-    &generated::REGISTRY
-}
-pub use generated::{mo, paths, types};
-pub use xml::{
-    DataObject, DateTime, FromValue, ObjectType, Request, SchemaType, Value, ValueTypeError,
-};
+pub use vsphere_vim25::fuzzing_registry;
+// A typed method on `Vim` for every operation (generated with the bindings).
+#[rustfmt::skip]
+mod methods;
 
 pub mod codec;
 

@@ -8,41 +8,11 @@
 
 use std::cmp::Ordering;
 
+use vsphere_vim25::xml::ApiLevel;
+
 /// The newest vim25 API version the generated bindings describe: the 7.0U3
 /// WSDL bundle plus what later versions added (`wsdl/additions.json`).
-pub const GENERATED_API_VERSION: &str = crate::generated::API_VERSION;
-
-/// A vim25 API version as a number that orders like the version: one byte
-/// per part, `0x0800_0100` for 8.0.1.0 (parts past 255 count as 255, past
-/// the fourth are ignored; no vim25 version has either).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ApiLevel(pub u32);
-
-impl ApiLevel {
-    /// Above every version: what a writer without a server checks against.
-    pub const MAX: ApiLevel = ApiLevel(u32::MAX);
-
-    /// `8.0.1.0`, `7.0`, `6.5` (missing parts are zero); `None` for text
-    /// that is not a dotted version.
-    pub fn parse(version: &str) -> Option<ApiLevel> {
-        if !is_version(version) {
-            return None;
-        }
-        let mut level = 0u32;
-        for (i, part) in version.split('.').take(4).enumerate() {
-            let byte = part.parse::<u32>().unwrap_or(u32::MAX).min(255);
-            level |= byte << (24 - 8 * i);
-        }
-        Some(ApiLevel(level))
-    }
-}
-
-impl std::fmt::Display for ApiLevel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let [a, b, c, d] = self.0.to_be_bytes();
-        write!(f, "{a}.{b}.{c}.{d}")
-    }
-}
+pub const GENERATED_API_VERSION: &str = vsphere_vim25::API_VERSION;
 
 /// The newest `urn:vim25` version in a `vimServiceVersions.xml` document,
 /// or `None` when the document does not name one.
@@ -63,7 +33,7 @@ pub(crate) fn parse_service_versions(xml: &str) -> Option<String> {
             };
             return element_text(current, "version")
                 .map(str::trim)
-                .filter(|v| is_version(v))
+                .filter(|v| ApiLevel::parse(v).is_some())
                 .map(str::to_owned);
         }
         rest = &after[end..];
@@ -77,14 +47,6 @@ fn element_text<'a>(xml: &'a str, name: &str) -> Option<&'a str> {
     let start = xml.find(&open)? + open.len();
     let len = xml[start..].find(&close)?;
     Some(&xml[start..start + len])
-}
-
-fn is_version(text: &str) -> bool {
-    !text.is_empty()
-        && text.len() <= 32
-        && text
-            .split('.')
-            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Compares dotted versions numerically (`6.7.3` < `7.0` < `7.0.3.0`);

@@ -278,7 +278,7 @@ fn type_doc(ty: &TypeRef, occurs: Occurs) -> String {
 fn root_code(plan: &Plan, mo: &str, rust: &str, steps: &[Step]) -> Result<String> {
     let mut code = format!(
         "/// Property paths of [`mo::{rust}`](super::super::mo::{rust}), checked by the compiler:\n\
-         /// pass them to [`Client::properties`](crate::Client::properties).\n\
+         /// pass them to `Client::properties` (vsphere-client).\n\
          #[derive(Debug, Clone, Copy, Default)]\npub struct {rust};\nimpl {rust} {{\n"
     );
     let object = format!("super::super::mo::{rust}");

@@ -225,7 +225,7 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
     }
     // Encoding is the cold side of most programs (a walk encodes a few
     // requests and decodes thousands of objects): kept out of the way of
-    // the decoders: see "Cold code" in vsphere-client/src/xml/mod.rs.
+    // the decoders: see "Cold code" in vsphere-vim25/src/xml/mod.rs.
     code.push_str("    #[cfg_attr(target_os = \"linux\", link_section = \".text.unlikely.vsphere_client\")]\n");
     writeln!(
         code,

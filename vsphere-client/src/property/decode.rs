@@ -12,13 +12,13 @@
 
 use std::borrow::Cow;
 
-use crate::generated::REGISTRY;
 use crate::mo::MANAGED_OBJECTS;
 use crate::xml::{
     skipped, Decode, DecodeError, DecodeErrorKind, Occurs, RetrievedPaths, Value, XmlReader,
 };
+use vsphere_vim25::REGISTRY;
 
-use super::object::ManagedObject;
+use super::ManagedObject;
 
 /// The raw XML of one value: its `xsi:type` (local name) and content.
 #[derive(Debug, Clone, PartialEq)]

@@ -104,15 +104,12 @@
 //! result set (`CancelRetrievePropertiesEx`, best effort).
 
 mod decode;
-mod object;
-mod path;
 pub(crate) mod traversal;
 pub(crate) mod updates;
 
-pub use object::ManagedObject;
-pub use path::{AsPropertyPath, PropertyPath};
 pub use traversal::{inventory_traversal, traversal_spec};
 pub use updates::{ObjectChange, UpdateKind, UpdateStream, UpdateStreamOptions};
+pub use vsphere_vim25::property::{AsPropertyPath, ManagedObject, PropertyPath};
 
 pub(crate) use decode::{ObjectBuilder, PathCache, RawValue};
 
@@ -122,7 +119,6 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind};
-use crate::generated::REGISTRY;
 use crate::mo::MANAGED_OBJECTS;
 use crate::types::{
     AnySelectionSpec, CancelRetrievePropertiesExRequestType,
@@ -132,6 +128,7 @@ use crate::types::{
 use crate::view::ContainerView;
 use crate::xml::{Decode, DecodeError, FieldInfo, Fields, Occurs, Request, XmlReader, XmlWriter};
 use crate::Client;
+use vsphere_vim25::REGISTRY;
 
 /// Property paths validated for managed object type `T`.
 pub(crate) fn validate_paths<T: ManagedObject>(

@@ -5,7 +5,7 @@ use super::*;
 use crate::property::PropertyPath as P;
 
 /// Property paths of [`mo::Canvas`](super::super::mo::Canvas), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Canvas;
 impl Canvas {
@@ -98,7 +98,7 @@ impl<M> Drawing<M> {
     }
 }
 /// Property paths of [`mo::Easel`](super::super::mo::Easel), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Easel;
 impl Easel {
@@ -116,7 +116,7 @@ impl Easel {
     }
 }
 /// Property paths of [`mo::Entity`](super::super::mo::Entity), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Entity;
 impl Entity {

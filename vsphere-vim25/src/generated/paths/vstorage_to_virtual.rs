@@ -5,22 +5,22 @@ use super::*;
 use crate::property::PropertyPath as P;
 
 /// Property paths of [`mo::VStorageObjectManagerBase`](super::super::mo::VStorageObjectManagerBase), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VStorageObjectManagerBase;
 impl VStorageObjectManagerBase {}
 /// Property paths of [`mo::VcenterVStorageObjectManager`](super::super::mo::VcenterVStorageObjectManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VcenterVStorageObjectManager;
 impl VcenterVStorageObjectManager {}
 /// Property paths of [`mo::View`](super::super::mo::View), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct View;
 impl View {}
 /// Property paths of [`mo::ViewManager`](super::super::mo::ViewManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ViewManager;
 impl ViewManager {
@@ -31,7 +31,7 @@ impl ViewManager {
     }
 }
 /// Property paths of [`mo::VirtualApp`](super::super::mo::VirtualApp), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VirtualApp;
 impl VirtualApp {
@@ -187,7 +187,7 @@ impl VirtualApp {
     }
 }
 /// Property paths of [`mo::VirtualDiskManager`](super::super::mo::VirtualDiskManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VirtualDiskManager;
 impl VirtualDiskManager {}
@@ -253,7 +253,7 @@ impl<M> VirtualHardware<M> {
     }
 }
 /// Property paths of [`mo::VirtualMachine`](super::super::mo::VirtualMachine), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VirtualMachine;
 impl VirtualMachine {
@@ -774,7 +774,7 @@ impl<M> VirtualMachineCapability<M> {
     }
 }
 /// Property paths of [`mo::VirtualMachineCompatibilityChecker`](super::super::mo::VirtualMachineCompatibilityChecker), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VirtualMachineCompatibilityChecker;
 impl VirtualMachineCompatibilityChecker {}
@@ -1700,7 +1700,7 @@ impl<M> VirtualMachineForkConfigInfo<M> {
     }
 }
 /// Property paths of [`mo::VirtualMachineGuestCustomizationManager`](super::super::mo::VirtualMachineGuestCustomizationManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VirtualMachineGuestCustomizationManager;
 impl VirtualMachineGuestCustomizationManager {}
@@ -1886,7 +1886,7 @@ impl<M> VirtualMachineNetworkShaperInfo<M> {
     }
 }
 /// Property paths of [`mo::VirtualMachineProvisioningChecker`](super::super::mo::VirtualMachineProvisioningChecker), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VirtualMachineProvisioningChecker;
 impl VirtualMachineProvisioningChecker {}
@@ -2303,7 +2303,7 @@ impl<M> VirtualMachineSgxInfo<M> {
     }
 }
 /// Property paths of [`mo::VirtualMachineSnapshot`](super::super::mo::VirtualMachineSnapshot), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VirtualMachineSnapshot;
 impl VirtualMachineSnapshot {

@@ -40,7 +40,7 @@ impl<M> ComplianceResult<M> {
     }
 }
 /// Property paths of [`mo::ComputeResource`](super::super::mo::ComputeResource), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ComputeResource;
 impl ComputeResource {
@@ -287,7 +287,7 @@ impl<M> ComputeResourceSummary<M> {
     }
 }
 /// Property paths of [`mo::ContainerView`](super::super::mo::ContainerView), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ContainerView;
 impl ContainerView {
@@ -334,7 +334,7 @@ impl<M> CryptoKeyId<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::CryptoManager`](super::super::mo::CryptoManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CryptoManager;
 #[cfg(feature = "admin")]
@@ -347,7 +347,7 @@ impl CryptoManager {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::CryptoManagerHost`](super::super::mo::CryptoManagerHost), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CryptoManagerHost;
 #[cfg(feature = "admin")]
@@ -360,7 +360,7 @@ impl CryptoManagerHost {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::CryptoManagerHostKMS`](super::super::mo::CryptoManagerHostKMS), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CryptoManagerHostKMS;
 #[cfg(feature = "admin")]
@@ -373,7 +373,7 @@ impl CryptoManagerHostKMS {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::CryptoManagerKmip`](super::super::mo::CryptoManagerKmip), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CryptoManagerKmip;
 #[cfg(feature = "admin")]
@@ -390,7 +390,7 @@ impl CryptoManagerKmip {
     }
 }
 /// Property paths of [`mo::CustomFieldsManager`](super::super::mo::CustomFieldsManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CustomFieldsManager;
 impl CustomFieldsManager {
@@ -401,7 +401,7 @@ impl CustomFieldsManager {
     }
 }
 /// Property paths of [`mo::CustomizationSpecManager`](super::super::mo::CustomizationSpecManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CustomizationSpecManager;
 impl CustomizationSpecManager {
@@ -1178,7 +1178,7 @@ impl<M> DVSVendorSpecificConfig<M> {
     }
 }
 /// Property paths of [`mo::Datacenter`](super::super::mo::Datacenter), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Datacenter;
 impl Datacenter {

@@ -5,7 +5,7 @@ use super::*;
 use crate::property::PropertyPath as P;
 
 /// Property paths of [`mo::HttpNfcLease`](super::super::mo::HttpNfcLease), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HttpNfcLease;
 impl HttpNfcLease {
@@ -108,7 +108,7 @@ impl<M> HttpNfcLeaseInfo<M> {
     }
 }
 /// Property paths of [`mo::InventoryView`](super::super::mo::InventoryView), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct InventoryView;
 impl InventoryView {
@@ -120,14 +120,14 @@ impl InventoryView {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::IoFilterManager`](super::super::mo::IoFilterManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct IoFilterManager;
 #[cfg(feature = "admin")]
 impl IoFilterManager {}
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::IpPoolManager`](super::super::mo::IpPoolManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct IpPoolManager;
 #[cfg(feature = "admin")]
@@ -206,7 +206,7 @@ impl<M> IpRouteProfile<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::IscsiManager`](super::super::mo::IscsiManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct IscsiManager;
 #[cfg(feature = "admin")]
@@ -248,7 +248,7 @@ impl<M> LatencySensitivity<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::LicenseAssignmentManager`](super::super::mo::LicenseAssignmentManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LicenseAssignmentManager;
 #[cfg(feature = "admin")]
@@ -312,7 +312,7 @@ impl<M> LicenseDiagnostics<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::LicenseManager`](super::super::mo::LicenseManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LicenseManager;
 #[cfg(feature = "admin")]
@@ -378,7 +378,7 @@ impl<M> LicenseManagerEvaluationInfo<M> {
     }
 }
 /// Property paths of [`mo::ListView`](super::super::mo::ListView), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ListView;
 impl ListView {
@@ -415,7 +415,7 @@ impl<M> LocalizableMessage<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::LocalizationManager`](super::super::mo::LocalizationManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LocalizationManager;
 #[cfg(feature = "admin")]
@@ -487,7 +487,7 @@ impl<M> ManagedByInfo<M> {
     }
 }
 /// Property paths of [`mo::ManagedEntity`](super::super::mo::ManagedEntity), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ManagedEntity;
 impl ManagedEntity {
@@ -573,7 +573,7 @@ impl ManagedEntity {
     }
 }
 /// Property paths of [`mo::ManagedObjectView`](super::super::mo::ManagedObjectView), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ManagedObjectView;
 impl ManagedObjectView {
@@ -585,7 +585,7 @@ impl ManagedObjectView {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::MessageBusProxy`](super::super::mo::MessageBusProxy), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MessageBusProxy;
 #[cfg(feature = "admin")]
@@ -611,7 +611,7 @@ impl<M> MethodFault<M> {
     }
 }
 /// Property paths of [`mo::Network`](super::super::mo::Network), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Network;
 impl Network {
@@ -1075,7 +1075,7 @@ impl<M> NvdimmSystemInfo<M> {
     }
 }
 /// Property paths of [`mo::OpaqueNetwork`](super::super::mo::OpaqueNetwork), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OpaqueNetwork;
 impl OpaqueNetwork {

@@ -20,7 +20,7 @@ use super::{Decode, DecodeError, Encode, SchemaType, XmlWriter};
 /// on the `dyn DataObject` or [`Value::downcast_ref`].
 ///
 /// ```
-/// # use vsphere_client::xml::{DataObject, Value};
+/// # use vsphere_vim25::xml::{DataObject, Value};
 /// fn power_state(value: &Value) -> Option<&str> {
 ///     match value {
 ///         Value::Object(object) => object.type_name().strip_prefix("VirtualMachine"),
@@ -483,7 +483,7 @@ fn decode_untyped(r: &mut XmlReader<'_>) -> Result<Value, DecodeError> {
             raw_xml: raw,
         });
     }
-    match quick_xml::escape::unescape(&raw) {
+    match super::escape::unescape(&raw) {
         Ok(text) => Ok(Value::String(text.replace("\r\n", "\n"))),
         Err(e) => Err(r.error(super::DecodeErrorKind::Syntax, e.to_string())),
     }

@@ -158,7 +158,7 @@ impl<M> ActiveDirectoryProfile<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::Alarm`](super::super::mo::Alarm), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Alarm;
 #[cfg(feature = "admin")]
@@ -325,7 +325,7 @@ impl<M> AlarmInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::AlarmManager`](super::super::mo::AlarmManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AlarmManager;
 #[cfg(feature = "admin")]
@@ -589,7 +589,7 @@ impl<M> AuthorizationDescription<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::AuthorizationManager`](super::super::mo::AuthorizationManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AuthorizationManager;
 #[cfg(feature = "admin")]
@@ -756,7 +756,7 @@ impl<M> Capability<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::CertificateManager`](super::super::mo::CertificateManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CertificateManager;
 #[cfg(feature = "admin")]
@@ -787,7 +787,7 @@ impl<M> ChoiceOption<M> {
     }
 }
 /// Property paths of [`mo::ClusterComputeResource`](super::super::mo::ClusterComputeResource), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClusterComputeResource;
 impl ClusterComputeResource {
@@ -1374,7 +1374,7 @@ impl<M> ClusterDrsConfigInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::ClusterEVCManager`](super::super::mo::ClusterEVCManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClusterEVCManager;
 #[cfg(feature = "admin")]
@@ -1446,7 +1446,7 @@ impl<M> ClusterEVCManagerEVCState<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::ClusterProfile`](super::super::mo::ClusterProfile), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClusterProfile;
 #[cfg(feature = "admin")]
@@ -1489,7 +1489,7 @@ impl ClusterProfile {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::ClusterProfileManager`](super::super::mo::ClusterProfileManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClusterProfileManager;
 #[cfg(feature = "admin")]

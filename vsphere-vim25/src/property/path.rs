@@ -76,7 +76,7 @@ impl<M> AsRef<str> for PropertyPath<M> {
     }
 }
 
-/// What [`Client::properties`](crate::Client::properties) takes as a path of
+/// What `Client::properties` (vsphere-client) takes as a path of
 /// managed object type `M`: a typed [`PropertyPath<M>`] (a path of another
 /// managed object type does not compile), or a string (`&str`, `String`),
 /// checked against the bindings when the query is built.

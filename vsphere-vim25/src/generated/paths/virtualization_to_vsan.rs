@@ -5,7 +5,7 @@ use super::*;
 use crate::property::PropertyPath as P;
 
 /// Property paths of [`mo::VirtualizationManager`](super::super::mo::VirtualizationManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VirtualizationManager;
 impl VirtualizationManager {}
@@ -80,7 +80,7 @@ impl<M> VmEventArgument<M> {
     }
 }
 /// Property paths of [`mo::VmwareDistributedVirtualSwitch`](super::super::mo::VmwareDistributedVirtualSwitch), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VmwareDistributedVirtualSwitch;
 impl VmwareDistributedVirtualSwitch {
@@ -377,7 +377,7 @@ impl<M> VsanHostRuntimeInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::VsanUpgradeSystem`](super::super::mo::VsanUpgradeSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VsanUpgradeSystem;
 #[cfg(feature = "admin")]

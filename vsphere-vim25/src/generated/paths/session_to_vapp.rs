@@ -5,7 +5,7 @@ use super::*;
 use crate::property::PropertyPath as P;
 
 /// Property paths of [`mo::SessionManager`](super::super::mo::SessionManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SessionManager;
 impl SessionManager {
@@ -62,7 +62,7 @@ impl<M> SharesInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::SimpleCommand`](super::super::mo::SimpleCommand), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SimpleCommand;
 #[cfg(feature = "admin")]
@@ -80,7 +80,7 @@ impl SimpleCommand {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::SiteInfoManager`](super::super::mo::SiteInfoManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SiteInfoManager;
 #[cfg(feature = "admin")]
@@ -316,7 +316,7 @@ impl<M> StorageIORMInfo<M> {
     }
 }
 /// Property paths of [`mo::StoragePod`](super::super::mo::StoragePod), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StoragePod;
 impl StoragePod {
@@ -535,12 +535,12 @@ impl<M> StorageProfile<M> {
     }
 }
 /// Property paths of [`mo::StorageQueryManager`](super::super::mo::StorageQueryManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StorageQueryManager;
 impl StorageQueryManager {}
 /// Property paths of [`mo::StorageResourceManager`](super::super::mo::StorageResourceManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StorageResourceManager;
 impl StorageResourceManager {}
@@ -565,7 +565,7 @@ impl<M> StringPolicy<M> {
     }
 }
 /// Property paths of [`mo::Task`](super::super::mo::Task), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Task;
 impl Task {
@@ -611,7 +611,7 @@ impl<M> TaskDescription<M> {
     }
 }
 /// Property paths of [`mo::TaskHistoryCollector`](super::super::mo::TaskHistoryCollector), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TaskHistoryCollector;
 impl TaskHistoryCollector {
@@ -759,7 +759,7 @@ impl<M> TaskInfo<M> {
     }
 }
 /// Property paths of [`mo::TaskManager`](super::super::mo::TaskManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TaskManager;
 impl TaskManager {
@@ -803,7 +803,7 @@ impl<M> TaskScheduler<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::TenantTenantManager`](super::super::mo::TenantTenantManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TenantTenantManager;
 #[cfg(feature = "admin")]
@@ -926,7 +926,7 @@ impl<M> ToolsConfigInfoToolsLastInstallInfo<M> {
     }
 }
 /// Property paths of [`mo::TransitGateway`](super::super::mo::TransitGateway), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TransitGateway;
 impl TransitGateway {
@@ -1044,7 +1044,7 @@ impl<M> TransitGatewayConfigInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::UserDirectory`](super::super::mo::UserDirectory), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct UserDirectory;
 #[cfg(feature = "admin")]

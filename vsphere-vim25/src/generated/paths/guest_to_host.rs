@@ -5,17 +5,17 @@ use super::*;
 use crate::property::PropertyPath as P;
 
 /// Property paths of [`mo::GuestAliasManager`](super::super::mo::GuestAliasManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GuestAliasManager;
 impl GuestAliasManager {}
 /// Property paths of [`mo::GuestAuthManager`](super::super::mo::GuestAuthManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GuestAuthManager;
 impl GuestAuthManager {}
 /// Property paths of [`mo::GuestFileManager`](super::super::mo::GuestFileManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GuestFileManager;
 impl GuestFileManager {}
@@ -199,7 +199,7 @@ impl<M> GuestInfoCustomizationInfo<M> {
     }
 }
 /// Property paths of [`mo::GuestOperationsManager`](super::super::mo::GuestOperationsManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GuestOperationsManager;
 impl GuestOperationsManager {
@@ -232,7 +232,7 @@ impl GuestOperationsManager {
     }
 }
 /// Property paths of [`mo::GuestProcessManager`](super::super::mo::GuestProcessManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GuestProcessManager;
 impl GuestProcessManager {}
@@ -257,7 +257,7 @@ impl<M> GuestScreenInfo<M> {
     }
 }
 /// Property paths of [`mo::GuestWindowsRegistryManager`](super::super::mo::GuestWindowsRegistryManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GuestWindowsRegistryManager;
 impl GuestWindowsRegistryManager {}
@@ -283,13 +283,13 @@ impl<M> HealthSystemRuntime<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HealthUpdateManager`](super::super::mo::HealthUpdateManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HealthUpdateManager;
 #[cfg(feature = "admin")]
 impl HealthUpdateManager {}
 /// Property paths of [`mo::HistoryCollector`](super::super::mo::HistoryCollector), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HistoryCollector;
 impl HistoryCollector {
@@ -301,7 +301,7 @@ impl HistoryCollector {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostAccessManager`](super::super::mo::HostAccessManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostAccessManager;
 #[cfg(feature = "admin")]
@@ -314,7 +314,7 @@ impl HostAccessManager {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostActiveDirectoryAuthentication`](super::super::mo::HostActiveDirectoryAuthentication), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostActiveDirectoryAuthentication;
 #[cfg(feature = "admin")]
@@ -468,7 +468,7 @@ impl<M> HostAssignableHardwareConfig<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostAssignableHardwareManager`](super::super::mo::HostAssignableHardwareManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostAssignableHardwareManager;
 #[cfg(feature = "admin")]
@@ -488,7 +488,7 @@ impl HostAssignableHardwareManager {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostAuthenticationManager`](super::super::mo::HostAuthenticationManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostAuthenticationManager;
 #[cfg(feature = "admin")]
@@ -523,7 +523,7 @@ impl<M> HostAuthenticationManagerInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostAuthenticationStore`](super::super::mo::HostAuthenticationStore), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostAuthenticationStore;
 #[cfg(feature = "admin")]
@@ -555,7 +555,7 @@ impl<M> HostAuthenticationStoreInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostAutoStartManager`](super::super::mo::HostAutoStartManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostAutoStartManager;
 #[cfg(feature = "admin")]
@@ -642,14 +642,14 @@ impl<M> HostBIOSInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostBootDeviceSystem`](super::super::mo::HostBootDeviceSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostBootDeviceSystem;
 #[cfg(feature = "admin")]
 impl HostBootDeviceSystem {}
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostCacheConfigurationManager`](super::super::mo::HostCacheConfigurationManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostCacheConfigurationManager;
 #[cfg(feature = "admin")]
@@ -1568,7 +1568,7 @@ impl<M> HostCapability<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostCertificateManager`](super::super::mo::HostCertificateManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostCertificateManager;
 #[cfg(feature = "admin")]
@@ -2377,7 +2377,7 @@ impl<M> HostCpuSchedulerInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostCpuSchedulerSystem`](super::super::mo::HostCpuSchedulerSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostCpuSchedulerSystem;
 #[cfg(feature = "admin")]
@@ -2410,7 +2410,7 @@ impl HostCpuSchedulerSystem {
     }
 }
 /// Property paths of [`mo::HostDatastoreBrowser`](super::super::mo::HostDatastoreBrowser), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostDatastoreBrowser;
 impl HostDatastoreBrowser {
@@ -2426,7 +2426,7 @@ impl HostDatastoreBrowser {
     }
 }
 /// Property paths of [`mo::HostDatastoreSystem`](super::super::mo::HostDatastoreSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostDatastoreSystem;
 impl HostDatastoreSystem {
@@ -2610,7 +2610,7 @@ impl<M> HostDateTimeInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostDateTimeSystem`](super::super::mo::HostDateTimeSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostDateTimeSystem;
 #[cfg(feature = "admin")]
@@ -2700,7 +2700,7 @@ impl<M> HostDiagnosticPartition<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostDiagnosticSystem`](super::super::mo::HostDiagnosticSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostDiagnosticSystem;
 #[cfg(feature = "admin")]
@@ -2715,7 +2715,7 @@ impl HostDiagnosticSystem {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostDirectoryStore`](super::super::mo::HostDirectoryStore), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostDirectoryStore;
 #[cfg(feature = "admin")]
@@ -2775,7 +2775,7 @@ impl<M> HostDnsConfig<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostEsxAgentHostManager`](super::super::mo::HostEsxAgentHostManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostEsxAgentHostManager;
 #[cfg(feature = "admin")]
@@ -2912,7 +2912,7 @@ impl<M> HostFirewallInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostFirewallSystem`](super::super::mo::HostFirewallSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostFirewallSystem;
 #[cfg(feature = "admin")]
@@ -2937,7 +2937,7 @@ impl HostFirewallSystem {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostFirmwareSystem`](super::super::mo::HostFirmwareSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostFirmwareSystem;
 #[cfg(feature = "admin")]
@@ -2984,7 +2984,7 @@ impl<M> HostGraphicsConfig<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostGraphicsManager`](super::super::mo::HostGraphicsManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostGraphicsManager;
 #[cfg(feature = "admin")]
@@ -3237,7 +3237,7 @@ impl<M> HostHardwareSummary<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostHealthStatusSystem`](super::super::mo::HostHealthStatusSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostHealthStatusSystem;
 #[cfg(feature = "admin")]
@@ -3277,7 +3277,7 @@ impl<M> HostHyperThreadScheduleInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostImageConfigManager`](super::super::mo::HostImageConfigManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostImageConfigManager;
 #[cfg(feature = "admin")]
@@ -3439,7 +3439,7 @@ impl<M> HostIpmiInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostKernelModuleSystem`](super::super::mo::HostKernelModuleSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostKernelModuleSystem;
 #[cfg(feature = "admin")]

@@ -485,7 +485,7 @@ pub struct ManagedObjectInfo {
 /// [`contains`](Self::contains) tells the two apart:
 ///
 /// ```
-/// # use vsphere_client::mo;
+/// # use vsphere_vim25::mo;
 /// # fn demo(vm: &mo::VirtualMachine) {
 /// let memory_mb = vm
 ///     .retrieved
@@ -527,10 +527,8 @@ impl RetrievedPaths {
     /// The set of `paths` (in any order, repeats allowed), sharing `like`'s
     /// list when they are the same: the objects of a page mostly are, and
     /// then nothing is allocated.
-    pub(crate) fn of<'p>(
-        paths: impl Iterator<Item = &'p str> + Clone,
-        like: &RetrievedPaths,
-    ) -> Self {
+    #[doc(hidden)]
+    pub fn of<'p>(paths: impl Iterator<Item = &'p str> + Clone, like: &RetrievedPaths) -> Self {
         let same = paths.clone().all(|p| like.iter().any(|l| l == p))
             && like.iter().all(|l| paths.clone().any(|p| p == l));
         if same {
@@ -545,7 +543,8 @@ impl RetrievedPaths {
     /// This set after an update assigned `assigned` and unset `removed`,
     /// sharing `like`'s list when it is the same (the objects of a watch
     /// mostly are): nothing is allocated unless the set is new.
-    pub(crate) fn updated<'a>(
+    #[doc(hidden)]
+    pub fn updated<'a>(
         &'a self,
         assigned: impl Iterator<Item = &'a str> + Clone,
         removed: impl Iterator<Item = &'a str> + Clone,

@@ -212,7 +212,7 @@ impl Encode for Vec<u8> {
 const BASE64_ALPHABET: &[u8; 64] =
     b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-pub(crate) fn base64_encode(bytes: &[u8]) -> String {
+pub fn base64_encode(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let b = [
@@ -235,7 +235,7 @@ pub(crate) fn base64_encode(bytes: &[u8]) -> String {
 
 /// Lenient decoding: whitespace (line-wrapped values) is ignored and padding
 /// is optional; any other character outside the alphabet is an error.
-pub(crate) fn base64_decode(text: &str) -> Option<Vec<u8>> {
+pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(text.len() / 4 * 3);
     let mut acc: u32 = 0;
     let mut bits = 0u32;

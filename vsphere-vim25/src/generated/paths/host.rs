@@ -66,14 +66,14 @@ impl<M> HostListSummaryQuickStats<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostLocalAccountManager`](super::super::mo::HostLocalAccountManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostLocalAccountManager;
 #[cfg(feature = "admin")]
 impl HostLocalAccountManager {}
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostLocalAuthentication`](super::super::mo::HostLocalAuthentication), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostLocalAuthentication;
 #[cfg(feature = "admin")]
@@ -170,7 +170,7 @@ impl<M> HostMemorySpec<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostMemorySystem`](super::super::mo::HostMemorySystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostMemorySystem;
 #[cfg(feature = "admin")]
@@ -552,7 +552,7 @@ impl<M> HostNetworkResourceRuntime<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostNetworkSystem`](super::super::mo::HostNetworkSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostNetworkSystem;
 #[cfg(feature = "admin")]
@@ -660,7 +660,7 @@ impl<M> HostNumaInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostNvdimmSystem`](super::super::mo::HostNvdimmSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostNvdimmSystem;
 #[cfg(feature = "admin")]
@@ -690,14 +690,14 @@ impl<M> HostNvmeTopology<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostPatchManager`](super::super::mo::HostPatchManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostPatchManager;
 #[cfg(feature = "admin")]
 impl HostPatchManager {}
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostPciPassthruSystem`](super::super::mo::HostPciPassthruSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostPciPassthruSystem;
 #[cfg(feature = "admin")]
@@ -810,7 +810,7 @@ impl<M> HostPowerPolicy<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostPowerSystem`](super::super::mo::HostPowerSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostPowerSystem;
 #[cfg(feature = "admin")]
@@ -828,7 +828,7 @@ impl HostPowerSystem {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostProfile`](super::super::mo::HostProfile), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostProfile;
 #[cfg(feature = "admin")]
@@ -900,7 +900,7 @@ impl HostProfile {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostProfileManager`](super::super::mo::HostProfileManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostProfileManager;
 #[cfg(feature = "admin")]
@@ -1248,7 +1248,7 @@ impl<M> HostServiceInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostServiceSystem`](super::super::mo::HostServiceSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostServiceSystem;
 #[cfg(feature = "admin")]
@@ -1431,7 +1431,7 @@ impl<M> HostSnmpConfigSpec<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostSnmpSystem`](super::super::mo::HostSnmpSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostSnmpSystem;
 #[cfg(feature = "admin")]
@@ -1486,7 +1486,7 @@ impl<M> HostSnmpSystemAgentLimits<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostSpecificationManager`](super::super::mo::HostSpecificationManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostSpecificationManager;
 #[cfg(feature = "admin")]
@@ -1563,7 +1563,7 @@ impl<M> HostStorageDeviceInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostStorageSystem`](super::super::mo::HostStorageSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostStorageSystem;
 #[cfg(feature = "admin")]
@@ -1606,7 +1606,7 @@ impl HostStorageSystem {
     }
 }
 /// Property paths of [`mo::HostSystem`](super::super::mo::HostSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostSystem;
 impl HostSystem {
@@ -2018,7 +2018,7 @@ impl<M> HostTpmAttestationInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostVFlashManager`](super::super::mo::HostVFlashManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostVFlashManager;
 #[cfg(feature = "admin")]
@@ -2177,7 +2177,7 @@ impl<M> HostVMotionNetConfig<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostVMotionSystem`](super::super::mo::HostVMotionSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostVMotionSystem;
 #[cfg(feature = "admin")]
@@ -2207,7 +2207,7 @@ impl HostVMotionSystem {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostVStorageObjectManager`](super::super::mo::HostVStorageObjectManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostVStorageObjectManager;
 #[cfg(feature = "admin")]
@@ -2259,7 +2259,7 @@ impl<M> HostVffsVolume<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostVirtualNicManager`](super::super::mo::HostVirtualNicManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostVirtualNicManager;
 #[cfg(feature = "admin")]
@@ -2299,14 +2299,14 @@ impl<M> HostVirtualNicManagerInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostVsanInternalSystem`](super::super::mo::HostVsanInternalSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostVsanInternalSystem;
 #[cfg(feature = "admin")]
 impl HostVsanInternalSystem {}
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::HostVsanSystem`](super::super::mo::HostVsanSystem), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostVsanSystem;
 #[cfg(feature = "admin")]

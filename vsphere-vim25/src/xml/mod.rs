@@ -2,10 +2,10 @@
 //! public for the generated code, the test kit, benchmarks and fuzz targets,
 //! not API (it changes without notice). What users need of it is re-exported
 //! at the crate root ([`Request`], [`Value`], [`DataObject`], [`DateTime`],
-//! [`SchemaType`]) and in [`codec`](crate::codec).
+//! [`SchemaType`]) and in vsphere-client's `codec` module.
 //!
-//! Decoding works on the response body as a byte slice with quick-xml's
-//! reader (no DOM: memory is O(depth)); encoding writes into a `Vec<u8>`.
+//! Decoding works on the response body as a byte slice with the crate's own
+//! lexer (no DOM: memory is O(depth)); encoding writes into a `Vec<u8>`.
 //! Generated code only calls the small, non-generic-heavy API here:
 //!
 //! - structures implement [`Fields`] (one `match` on the child element's local
@@ -17,9 +17,11 @@
 //! - operations implement [`Request`]; [`soap`] wraps them in an envelope and
 //!   decodes the response or the SOAP fault.
 
+mod escape;
 mod lexer;
 mod mor;
-pub(crate) mod primitives;
+#[doc(hidden)]
+pub mod primitives;
 mod reader;
 mod schema;
 pub mod skipped;

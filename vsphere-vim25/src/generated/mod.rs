@@ -5,14 +5,13 @@
 
 pub mod types;
 mod registry;
-mod methods;
 pub mod mo;
 pub mod paths;
 #[cfg(test)]
 mod thread_safety;
 
 /// The newest vim25 API version the bindings describe.
-pub(crate) const API_VERSION: &str = "9.1.1.0";
+pub const API_VERSION: &str = "9.1.1.0";
 
 /// Every schema type by XML name: `xsi:type` decoding, inheritance, fields.
 pub static REGISTRY: crate::xml::Registry = crate::xml::Registry::new(

@@ -5,7 +5,7 @@ use super::*;
 use crate::property::PropertyPath as P;
 
 /// Property paths of [`mo::OptionManager`](super::super::mo::OptionManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OptionManager;
 impl OptionManager {
@@ -21,12 +21,12 @@ impl OptionManager {
     }
 }
 /// Property paths of [`mo::OverheadMemoryManager`](super::super::mo::OverheadMemoryManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OverheadMemoryManager;
 impl OverheadMemoryManager {}
 /// Property paths of [`mo::OvfManager`](super::super::mo::OvfManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OvfManager;
 impl OvfManager {
@@ -62,7 +62,7 @@ impl<M> PerformanceDescription<M> {
     }
 }
 /// Property paths of [`mo::PerformanceManager`](super::super::mo::PerformanceManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PerformanceManager;
 impl PerformanceManager {
@@ -201,7 +201,7 @@ impl<M> PowerSystemInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::Profile`](super::super::mo::Profile), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Profile;
 #[cfg(feature = "admin")]
@@ -244,7 +244,7 @@ impl Profile {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::ProfileComplianceManager`](super::super::mo::ProfileComplianceManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProfileComplianceManager;
 #[cfg(feature = "admin")]
@@ -295,7 +295,7 @@ impl<M> ProfileDescription<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::ProfileManager`](super::super::mo::ProfileManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProfileManager;
 #[cfg(feature = "admin")]
@@ -307,7 +307,7 @@ impl ProfileManager {
     }
 }
 /// Property paths of [`mo::PropertyCollector`](super::super::mo::PropertyCollector), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PropertyCollector;
 impl PropertyCollector {
@@ -318,7 +318,7 @@ impl PropertyCollector {
     }
 }
 /// Property paths of [`mo::PropertyFilter`](super::super::mo::PropertyFilter), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PropertyFilter;
 impl PropertyFilter {
@@ -536,13 +536,13 @@ impl<M> ResourceConfigSpec<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::ResourcePlanningManager`](super::super::mo::ResourcePlanningManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ResourcePlanningManager;
 #[cfg(feature = "admin")]
 impl ResourcePlanningManager {}
 /// Property paths of [`mo::ResourcePool`](super::super::mo::ResourcePool), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ResourcePool;
 impl ResourcePool {
@@ -889,7 +889,7 @@ impl<M> ScheduledHardwareUpgradeInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::ScheduledTask`](super::super::mo::ScheduledTask), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ScheduledTask;
 #[cfg(feature = "admin")]
@@ -1051,7 +1051,7 @@ impl<M> ScheduledTaskInfo<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::ScheduledTaskManager`](super::super::mo::ScheduledTaskManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ScheduledTaskManager;
 #[cfg(feature = "admin")]
@@ -1070,7 +1070,7 @@ impl ScheduledTaskManager {
     }
 }
 /// Property paths of [`mo::SearchIndex`](super::super::mo::SearchIndex), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SearchIndex;
 impl SearchIndex {}
@@ -1439,7 +1439,7 @@ impl<M> ServiceContent<M> {
     }
 }
 /// Property paths of [`mo::ServiceInstance`](super::super::mo::ServiceInstance), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ServiceInstance;
 impl ServiceInstance {
@@ -1461,7 +1461,7 @@ impl ServiceInstance {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::ServiceManager`](super::super::mo::ServiceManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ServiceManager;
 #[cfg(feature = "admin")]

@@ -51,7 +51,8 @@ struct ErrorInner {
 }
 
 impl DecodeError {
-    pub(crate) fn new(
+    #[doc(hidden)]
+    pub fn new(
         kind: DecodeErrorKind,
         path: String,
         offset: u64,
@@ -949,7 +950,7 @@ impl<'a> XmlReader<'a> {
         if memchr::memchr(b'&', raw).is_none() {
             return Ok(Cow::Borrowed(text));
         }
-        match quick_xml::escape::unescape(text) {
+        match super::escape::unescape(text) {
             Ok(unescaped) => Ok(Cow::Owned(unescaped.into_owned())),
             Err(e) => {
                 self.failed = true;
@@ -983,7 +984,7 @@ fn append<'a>(text: &mut Cow<'a, str>, part: Cow<'a, str>) {
 /// Character data as the document means it: line ends normalised (on the
 /// raw text, so a `&#13;` stays a carriage return), then references resolved.
 /// One pass finds out whether either is needed (rarely).
-fn character_data(raw: &str) -> Result<Cow<'_, str>, quick_xml::escape::EscapeError> {
+fn character_data(raw: &str) -> Result<Cow<'_, str>, super::escape::EscapeError> {
     if !raw.bytes().any(|b| b == b'\r' || b == b'&') {
         return Ok(Cow::Borrowed(raw));
     }
@@ -991,7 +992,7 @@ fn character_data(raw: &str) -> Result<Cow<'_, str>, quick_xml::escape::EscapeEr
     if !text.contains('&') {
         return Ok(text);
     }
-    let unescaped = quick_xml::escape::unescape(&text)?.into_owned();
+    let unescaped = super::escape::unescape(&text)?.into_owned();
     Ok(Cow::Owned(unescaped))
 }
 

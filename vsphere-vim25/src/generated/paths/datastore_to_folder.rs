@@ -5,7 +5,7 @@ use super::*;
 use crate::property::PropertyPath as P;
 
 /// Property paths of [`mo::Datastore`](super::super::mo::Datastore), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Datastore;
 impl Datastore {
@@ -292,7 +292,7 @@ impl<M> DatastoreInfo<M> {
     }
 }
 /// Property paths of [`mo::DatastoreNamespaceManager`](super::super::mo::DatastoreNamespaceManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DatastoreNamespaceManager;
 impl DatastoreNamespaceManager {}
@@ -425,18 +425,18 @@ impl<M> DateTimeProfile<M> {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::DiagnosticManager`](super::super::mo::DiagnosticManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DiagnosticManager;
 #[cfg(feature = "admin")]
 impl DiagnosticManager {}
 /// Property paths of [`mo::DirectPathProfileManager`](super::super::mo::DirectPathProfileManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DirectPathProfileManager;
 impl DirectPathProfileManager {}
 /// Property paths of [`mo::DistributedVirtualPortgroup`](super::super::mo::DistributedVirtualPortgroup), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DistributedVirtualPortgroup;
 impl DistributedVirtualPortgroup {
@@ -562,7 +562,7 @@ impl DistributedVirtualPortgroup {
     }
 }
 /// Property paths of [`mo::DistributedVirtualSwitch`](super::super::mo::DistributedVirtualSwitch), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DistributedVirtualSwitch;
 impl DistributedVirtualSwitch {
@@ -685,7 +685,7 @@ impl DistributedVirtualSwitch {
     }
 }
 /// Property paths of [`mo::DistributedVirtualSwitchManager`](super::super::mo::DistributedVirtualSwitchManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DistributedVirtualSwitchManager;
 impl DistributedVirtualSwitchManager {}
@@ -810,7 +810,7 @@ impl<M> DvsResourceRuntimeInfo<M> {
     }
 }
 /// Property paths of [`mo::EnvironmentBrowser`](super::super::mo::EnvironmentBrowser), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EnvironmentBrowser;
 impl EnvironmentBrowser {
@@ -935,7 +935,7 @@ impl<M> EventDescription<M> {
     }
 }
 /// Property paths of [`mo::EventHistoryCollector`](super::super::mo::EventHistoryCollector), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EventHistoryCollector;
 impl EventHistoryCollector {
@@ -958,7 +958,7 @@ impl EventHistoryCollector {
     }
 }
 /// Property paths of [`mo::EventManager`](super::super::mo::EventManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EventManager;
 impl EventManager {
@@ -979,7 +979,7 @@ impl EventManager {
     }
 }
 /// Property paths of [`mo::ExtensibleManagedObject`](super::super::mo::ExtensibleManagedObject), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ExtensibleManagedObject;
 impl ExtensibleManagedObject {
@@ -996,7 +996,7 @@ impl ExtensibleManagedObject {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::ExtensionManager`](super::super::mo::ExtensionManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ExtensionManager;
 #[cfg(feature = "admin")]
@@ -1009,7 +1009,7 @@ impl ExtensionManager {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::FailoverClusterConfigurator`](super::super::mo::FailoverClusterConfigurator), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FailoverClusterConfigurator;
 #[cfg(feature = "admin")]
@@ -1024,7 +1024,7 @@ impl FailoverClusterConfigurator {
 }
 #[cfg(feature = "admin")]
 /// Property paths of [`mo::FailoverClusterManager`](super::super::mo::FailoverClusterManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FailoverClusterManager;
 #[cfg(feature = "admin")]
@@ -1066,7 +1066,7 @@ impl<M> FaultToleranceConfigInfo<M> {
     }
 }
 /// Property paths of [`mo::FileManager`](super::super::mo::FileManager), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FileManager;
 impl FileManager {}
@@ -1143,7 +1143,7 @@ impl<M> FirewallProfile<M> {
     }
 }
 /// Property paths of [`mo::Folder`](super::super::mo::Folder), checked by the compiler:
-/// pass them to [`Client::properties`](crate::Client::properties).
+/// pass them to `Client::properties` (vsphere-client).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Folder;
 impl Folder {
