@@ -6,9 +6,10 @@
 //! This is the half of [vsphere-client](https://docs.rs/vsphere-client)
 //! that has no network in it: vsphere-client re-exports everything here
 //! (`vsphere_client::types`, `vsphere_client::mo`...) and is what a program
-//! depends on. The bindings are a crate of their own so that a program's
-//! build compiles them while it compiles the HTTP, TLS and async
-//! dependencies, which the bindings do not need.
+//! depends on. The bindings are a crate of their own, without the client's
+//! HTTP, TLS and async dependencies: the client's runtime compiles beside
+//! their code generation, and no compiler process holds both (a lower peak
+//! of memory in a program's build).
 //!
 //! The type families a program rarely meets are compiled in on request,
 //! through vsphere-client's features of the same names: `all-events`,
