@@ -42,15 +42,11 @@ pub(crate) fn emit(
         "//! Managed objects: their properties as typed structs, and the property\n\
          //! table that validates a property path (`runtime.powerState`).\n\n",
     );
+    // One module, its files included, like `types` (codegen's emit/mod.rs).
+    root.push_str("#[allow(unused_imports)]\nuse super::types::*;\nuse crate::xml as x;\n\n");
     for (name, codes) in pack(items) {
-        writeln!(root, "mod {name};\npub use self::{name}::*;").ok();
-        files.push((
-            format!("{name}.rs"),
-            format!(
-                "\n#[allow(unused_imports)]\nuse super::super::types::*;\nuse crate::xml as x;\n\n{}",
-                codes.concat()
-            ),
-        ));
+        writeln!(root, "include!(\"{name}.rs\");").ok();
+        files.push((format!("{name}.rs"), format!("\n{}", codes.concat())));
     }
     let mut table = String::from(
         "/// Every managed object type with its own properties and operations.\n\
@@ -89,7 +85,7 @@ pub(crate) fn emit(
          pub fn property_type(mo_type: &str, path: &str) -> Result<x::FieldInfo, x::PropertyPathError> {\n    \
          MANAGED_OBJECTS.resolve_path(&super::REGISTRY, mo_type, path)\n}\n",
     );
-    root.push_str("\nuse crate::xml as x;\n\n");
+    root.push('\n');
     root.push_str(&format(&table)?);
     files.push(("mod.rs".to_string(), root));
     Ok(files)

@@ -160,15 +160,11 @@ pub(crate) fn emit(model: &Model, plan: &Plan) -> Result<Vec<(String, String)>> 
     );
     // Managed objects and data types in one name order, so a file holds one group.
     items.sort_by(|a, b| a.0.cmp(&b.0));
+    // One module, its files included, like `types` (codegen's emit/mod.rs).
+    root.push_str("use crate::property::PropertyPath as P;\n\n");
     for (name, codes) in pack(items.into_iter().map(|(_, item)| item).collect()) {
-        writeln!(root, "mod {name};\npub use self::{name}::*;").ok();
-        files.push((
-            format!("{name}.rs"),
-            format!(
-                "\n#[allow(unused_imports)]\nuse super::*;\nuse crate::property::PropertyPath as P;\n\n{}",
-                codes.concat()
-            ),
-        ));
+        writeln!(root, "include!(\"{name}.rs\");").ok();
+        files.push((format!("{name}.rs"), format!("\n{}", codes.concat())));
     }
     root.push_str("#[cfg(test)]\nmod check;\n");
     files.extend(check_files(checks)?);
@@ -277,11 +273,11 @@ fn type_doc(ty: &TypeRef, occurs: Occurs) -> String {
 
 fn root_code(plan: &Plan, mo: &str, rust: &str, steps: &[Step]) -> Result<String> {
     let mut code = format!(
-        "/// Property paths of [`mo::{rust}`](super::super::mo::{rust}), checked by the compiler:\n\
+        "/// Property paths of [`mo::{rust}`](super::mo::{rust}), checked by the compiler:\n\
          /// pass them to `Client::properties` (vsphere-client).\n\
          #[derive(Debug, Clone, Copy, Default)]\npub struct {rust};\nimpl {rust} {{\n"
     );
-    let object = format!("super::super::mo::{rust}");
+    let object = format!("super::mo::{rust}");
     write_methods(
         &mut code,
         plan,
@@ -297,7 +293,7 @@ fn root_code(plan: &Plan, mo: &str, rust: &str, steps: &[Step]) -> Result<String
 fn data_code(plan: &Plan, name: &str, steps: &[Step]) -> Result<String> {
     let rust = &plan.type_names[name];
     let mut code = format!(
-        "/// Paths into a [`{rust}`](super::super::types::{rust}) of managed object `M`; \
+        "/// Paths into a [`{rust}`](super::types::{rust}) of managed object `M`; \
          [`{INTO_PATH}`](Self::{INTO_PATH}) is the path to the whole `{name}`.\n\
          #[derive(Debug, Clone)]\npub struct {rust}<M>(pub(crate) P<M>);\nimpl<M> {rust}<M> {{\n    \
          /// The path to this `{name}` itself.\n    #[inline]\n    \

@@ -2,18 +2,15 @@
 //! Managed objects: their properties as typed structs, and the property
 //! table that validates a property path (`runtime.powerState`).
 
-mod alarm_to_datastore;
-pub use self::alarm_to_datastore::*;
-mod diagnostic_to_host;
-pub use self::diagnostic_to_host::*;
-mod http_to_property;
-pub use self::http_to_property::*;
-mod resource_to_view;
-pub use self::resource_to_view::*;
-mod virtual_to_vsan;
-pub use self::virtual_to_vsan::*;
-
+#[allow(unused_imports)]
+use super::types::*;
 use crate::xml as x;
+
+include!("alarm_to_datastore.rs");
+include!("diagnostic_to_host.rs");
+include!("http_to_property.rs");
+include!("resource_to_view.rs");
+include!("virtual_to_vsan.rs");
 
 /// Every managed object type with its own properties and operations.
 pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(

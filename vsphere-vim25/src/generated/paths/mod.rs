@@ -2,25 +2,17 @@
 //! Typed property paths: `paths::VirtualMachine.runtime().power_state()` is
 //! `runtime.powerState` of a `mo::VirtualMachine`, checked by the compiler.
 
-mod about_to_cluster;
-pub use self::about_to_cluster::*;
-mod compliance_to_datacenter;
-pub use self::compliance_to_datacenter::*;
-mod datastore_to_folder;
-pub use self::datastore_to_folder::*;
-mod guest_to_host;
-pub use self::guest_to_host::*;
-mod host;
-pub use self::host::*;
-mod http_to_opaque;
-pub use self::http_to_opaque::*;
-mod option_to_service;
-pub use self::option_to_service::*;
-mod session_to_vapp;
-pub use self::session_to_vapp::*;
-mod vstorage_to_virtual;
-pub use self::vstorage_to_virtual::*;
-mod virtualization_to_vsan;
-pub use self::virtualization_to_vsan::*;
+use crate::property::PropertyPath as P;
+
+include!("about_to_cluster.rs");
+include!("compliance_to_datacenter.rs");
+include!("datastore_to_folder.rs");
+include!("guest_to_host.rs");
+include!("host.rs");
+include!("http_to_option.rs");
+include!("overhead_to_service.rs");
+include!("session_to_vapp.rs");
+include!("vstorage_to_virtual.rs");
+include!("virtualization_to_vsan.rs");
 #[cfg(test)]
 mod check;

@@ -2,10 +2,11 @@
 //! Managed objects: their properties as typed structs, and the property
 //! table that validates a property path (`runtime.powerState`).
 
-mod canvas_to_entity;
-pub use self::canvas_to_entity::*;
-
+#[allow(unused_imports)]
+use super::types::*;
 use crate::xml as x;
+
+include!("canvas_to_entity.rs");
 
 /// Every managed object type with its own properties and operations.
 pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(

@@ -2,7 +2,8 @@
 //! Typed property paths: `paths::VirtualMachine.runtime().power_state()` is
 //! `runtime.powerState` of a `mo::VirtualMachine`, checked by the compiler.
 
-mod canvas_to_shape;
-pub use self::canvas_to_shape::*;
+use crate::property::PropertyPath as P;
+
+include!("canvas_to_shape.rs");
 #[cfg(test)]
 mod check;
