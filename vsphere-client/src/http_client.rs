@@ -26,6 +26,7 @@ use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::proxy::Tunnel;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::client::legacy::ResponseFuture;
 use hyper_util::client::proxy::matcher::Matcher;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpStream;
@@ -59,10 +60,25 @@ pub(crate) struct HttpClient {
 }
 
 struct Inner {
-    client: hyper_util::client::legacy::Client<HttpsConnector<ProxyConnector>, Full<Bytes>>,
+    client: Box<dyn Pool>,
     user_agent: HeaderValue,
     gzip: bool,
     proxies: Option<Arc<Matcher>>,
+}
+
+/// hyper's pooled client, as a trait object: what holds an [`HttpClient`]
+/// (every client, its calls' futures, a program's own) then names this
+/// handle rather than the connector stack under it, whose types (hyper's,
+/// rustls's: hundreds) would be described again in the debug information of
+/// each unit of code that does.
+trait Pool: Send + Sync {
+    fn request(&self, request: Request<Full<Bytes>>) -> ResponseFuture;
+}
+
+impl Pool for hyper_util::client::legacy::Client<HttpsConnector<ProxyConnector>, Full<Bytes>> {
+    fn request(&self, request: Request<Full<Bytes>>) -> ResponseFuture {
+        hyper_util::client::legacy::Client::request(self, request)
+    }
 }
 
 /// Idle pooled connections are closed after this (vCenter's own idle
@@ -96,7 +112,7 @@ impl HttpClient {
             .build(connector);
         Ok(HttpClient {
             inner: Arc::new(Inner {
-                client,
+                client: Box::new(client),
                 user_agent,
                 gzip: options.gzip,
                 proxies,

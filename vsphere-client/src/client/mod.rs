@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::future::BoxFuture;
 use tracing::Instrument;
 
 pub use builder::{
@@ -20,7 +21,7 @@ pub use vim::Vim;
 use crate::error::{Error, ErrorKind};
 use crate::redact::Secret;
 use crate::session::{Credentials, LoginTurn, Session, Snapshot};
-use crate::transport::{self, Deadline, SoapCall, SoapService};
+use crate::transport::{self, Deadline, SoapCall, SoapReply, SoapService};
 use crate::types::{ManagedObjectReference, ServiceContent};
 use crate::version;
 use crate::xml::Request;
@@ -270,38 +271,72 @@ impl Client {
             Ok(body) => Bytes::from(body),
             Err(newer) => return Err(self.newer_than_server(newer).in_method(R::NAME)),
         };
-        let span = tracing::debug_span!(
-            "soap_call",
-            method = R::NAME,
-            this = %SpanTarget {
-                this: request.this(),
-                session: &self.inner.session,
-            },
-            status = tracing::field::Empty,
-            duration_ms = tracing::field::Empty,
-        );
-        let started = Instant::now();
-        let bounds = match long_poll_wait(R::NAME, &body) {
-            Some(wait) => {
-                let attempt = wait + LONG_POLL_MARGIN;
-                Bounds {
-                    timeout: Some(attempt),
-                    deadline: Some(Deadline::after(attempt * 2)),
-                }
-            }
-            None => Bounds {
-                timeout: self.call_timeout,
-                deadline: self.call_deadline().map(Deadline::after),
-            },
+        let mut response = None;
+        let mut decode = |reply: &SoapReply, url: &dyn std::fmt::Display| {
+            response = Some(response::decode::<R>(reply, url)?);
+            Ok(())
         };
-        let result = self.call::<R>(body, bounds).instrument(span.clone()).await;
-        span.record("duration_ms", started.elapsed().as_millis() as u64);
-        span.in_scope(|| match &result {
-            Ok(_) => tracing::debug!("SOAP call done"),
-            Err(err) => tracing::debug!(error = %err, kind = ?err.kind(), "SOAP call failed"),
-        });
-        self.inner.stats.record(R::NAME, &result);
-        result.map_err(|e| e.in_method(R::NAME))
+        let operation = Operation {
+            method: R::NAME,
+            idempotent: R::IDEMPOTENT,
+            this: request.this(),
+        };
+        self.send_operation(operation, body, &mut decode).await?;
+        response.ok_or_else(|| {
+            Error::new(ErrorKind::Decode, "no response was decoded").in_method(R::NAME)
+        })
+    }
+
+    /// What [`invoke`](Client::invoke) does once the request is encoded, the
+    /// same for every operation: the typed parts are the encoding before it
+    /// and `decode`, called on each reply. Boxed and untyped, so that a
+    /// program's `invoke::<R>` instances (one per operation it calls) hold a
+    /// pointer rather than this future and its transport's, and compile to a
+    /// few lines each.
+    fn send_operation<'a>(
+        &'a self,
+        operation: Operation<'a>,
+        body: Bytes,
+        decode: &'a mut DecodeReply<'_>,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            let method = operation.method;
+            let span = tracing::debug_span!(
+                "soap_call",
+                method,
+                this = %SpanTarget {
+                    this: operation.this,
+                    session: &self.inner.session,
+                },
+                status = tracing::field::Empty,
+                duration_ms = tracing::field::Empty,
+            );
+            let started = Instant::now();
+            let bounds = match long_poll_wait(method, &body) {
+                Some(wait) => {
+                    let attempt = wait + LONG_POLL_MARGIN;
+                    Bounds {
+                        timeout: Some(attempt),
+                        deadline: Some(Deadline::after(attempt * 2)),
+                    }
+                }
+                None => Bounds {
+                    timeout: self.call_timeout,
+                    deadline: self.call_deadline().map(Deadline::after),
+                },
+            };
+            let result = self
+                .call(operation, body, bounds, decode)
+                .instrument(span.clone())
+                .await;
+            span.record("duration_ms", started.elapsed().as_millis() as u64);
+            span.in_scope(|| match &result {
+                Ok(()) => tracing::debug!("SOAP call done"),
+                Err(err) => tracing::debug!(error = %err, kind = ?err.kind(), "SOAP call failed"),
+            });
+            self.inner.stats.record(method, &result);
+            result.map_err(|e| e.in_method(method))
+        })
     }
 
     /// Calls made so far per SOAP method (shared by every clone of this
@@ -320,16 +355,29 @@ impl Client {
         self.call_stats().values().map(|s| s.calls).sum()
     }
 
-    async fn call<R: Request>(&self, body: Bytes, bounds: Bounds) -> Result<R::Response, Error> {
+    async fn call(
+        &self,
+        operation: Operation<'_>,
+        body: Bytes,
+        bounds: Bounds,
+        decode: &mut DecodeReply<'_>,
+    ) -> Result<(), Error> {
         let seen = self.inner.session.snapshot();
         match self
-            .send_once::<R>(body.clone(), seen.cookie.clone(), bounds)
+            .send_once(
+                &operation,
+                body.clone(),
+                seen.cookie.clone(),
+                bounds,
+                decode,
+            )
             .await
         {
-            Err(err) if err.is_not_authenticated() && self.may_relogin(R::NAME) => {
+            Err(err) if err.is_not_authenticated() && self.may_relogin(operation.method) => {
                 tracing::info!("session expired or invalid: logging in again");
                 self.relogin(&seen).await?;
-                self.send_once::<R>(body, self.inner.session.cookie(), bounds)
+                let cookie = self.inner.session.cookie();
+                self.send_once(&operation, body, cookie, bounds, decode)
                     .await
             }
             other => other,
@@ -340,12 +388,14 @@ impl Client {
         self.inner.credentials.is_some() && !SESSION_METHODS.contains(&method)
     }
 
-    async fn send_once<R: Request>(
+    async fn send_once(
         &self,
+        operation: &Operation<'_>,
         body: Bytes,
         cookie: Option<Secret>,
         bounds: Bounds,
-    ) -> Result<R::Response, Error> {
+        decode: &mut DecodeReply<'_>,
+    ) -> Result<(), Error> {
         let soap_action = self
             .inner
             .soap_action
@@ -353,11 +403,11 @@ impl Client {
             .map(|a| a.clone())
             .unwrap_or_else(|_| builder::soap_action(version::GENERATED_API_VERSION));
         let call = SoapCall {
-            method: R::NAME,
+            method: operation.method,
             soap_action,
             body,
             cookie,
-            idempotent: R::IDEMPOTENT,
+            idempotent: operation.idempotent,
             secrets: self.inner.secrets.clone(),
             timeout: bounds.timeout,
             deadline: bounds.deadline,
@@ -366,9 +416,8 @@ impl Client {
         if let Some(cookie) = reply.new_cookie.clone() {
             self.inner.session.adopt_cookie(cookie);
         }
-        let (result, skipped) =
-            crate::xml::skipped::collect(|| response::decode::<R>(&reply, &self.inner.url));
-        for element in self.inner.stats.record_skipped(R::NAME, &skipped) {
+        let (result, skipped) = crate::xml::skipped::collect(|| decode(&reply, &self.inner.url));
+        for element in self.inner.stats.record_skipped(operation.method, &skipped) {
             use crate::xml::skipped::SkippedKind;
             match element.kind {
                 SkippedKind::Element => tracing::debug!(
@@ -420,10 +469,7 @@ impl Client {
         result
     }
 
-    fn login_with<'a>(
-        &'a self,
-        credentials: &'a Credentials,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Error>> + Send + 'a>> {
+    fn login_with<'a>(&'a self, credentials: &'a Credentials) -> BoxFuture<'a, Result<(), Error>> {
         // Boxed: Login goes through `invoke`, which may call `relogin`,
         // which calls this (an async cycle needs one boxed link).
         Box::pin(async move {
@@ -576,6 +622,18 @@ impl Client {
         }
     }
 }
+
+/// The operation a call sends, as the untyped part of a call needs it.
+struct Operation<'a> {
+    method: &'static str,
+    idempotent: bool,
+    this: &'a ManagedObjectReference,
+}
+
+/// Decodes a reply into the typed response a call waits for (kept by the
+/// closure), or into the fault or error it carries.
+type DecodeReply<'r> =
+    dyn FnMut(&SoapReply, &dyn std::fmt::Display) -> Result<(), Error> + Send + 'r;
 
 /// The bounds of one call: per attempt, and for the whole call.
 #[derive(Clone, Copy)]

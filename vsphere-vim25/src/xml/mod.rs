@@ -294,8 +294,9 @@ pub trait Request: Fields {
     /// Safe to send again after a failure that may have reached the server
     /// (read-only operations). Retries are only allowed for these.
     const IDEMPOTENT: bool;
-    /// What the operation returns (`()` for none).
-    type Response;
+    /// What the operation returns (`()` for none). `Send`, as every
+    /// generated type is: a client's call may move it between threads.
+    type Response: Send;
 
     /// The managed object the operation is invoked on (`_this`).
     fn this(&self) -> &ManagedObjectReference;
