@@ -282,6 +282,7 @@ impl Client {
             this: request.this(),
         };
         self.send_operation(operation, body, &mut decode).await?;
+        // `send_operation` is Ok only after `decode` was: never `None` here.
         response.ok_or_else(|| {
             Error::new(ErrorKind::Decode, "no response was decoded").in_method(R::NAME)
         })
