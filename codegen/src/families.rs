@@ -1,7 +1,8 @@
 //! Type families behind cargo features of vsphere-client: the ~440 event types
 //! (`all-events`), the ~650 specific faults a program rarely matches
 //! (`all-faults`), and the managed objects of host and vCenter administration
-//! with their operations (`admin`, see [`MANAGED_OBJECT_FAMILIES`]). Their
+//! with their operations, and the configuration trees of hosts, clusters and
+//! switches (`admin`, see [`MANAGED_OBJECT_FAMILIES`]). Their
 //! code is about a third of the bindings, and most programs only ever meet them through the family's root: a `VmPoweredOnEvent`
 //! read without `all-events` decodes as the nearest type that is compiled in
 //! (`Event`), its own elements skipped, as a type this version does not know
@@ -98,6 +99,11 @@ pub const FAMILIES: &[Family] = &[
 pub struct ManagedObjectFamily {
     pub feature: &'static str,
     pub managed_objects: &'static [&'static str],
+    /// Properties of managed objects outside the family that go with it
+    /// (`"HostSystem.config"`): their `mo::` fields and property paths.
+    pub properties: &'static [&'static str],
+    /// Operations of managed objects outside the family that go with it.
+    pub operations: &'static [&'static str],
 }
 
 /// The managed objects that configure hosts and administer vCenter:
@@ -189,9 +195,90 @@ pub const ADMIN_MANAGED_OBJECTS: &[&str] = &[
     "UserDirectory",
 ];
 
+/// The configuration trees of hosts, clusters and distributed switches,
+/// read and written by administration: `HostSystem.config` alone holds ~250
+/// types of network, storage, firewall and service settings. Their
+/// summaries (`summary`, `runtime`) stay, and so does what placing and
+/// wiring VMs reads (`DistributedVirtualPortgroup.config`, `Datastore.info`).
+pub const ADMIN_PROPERTIES: &[&str] = &[
+    "HostSystem.answerFileValidationResult",
+    "HostSystem.answerFileValidationState",
+    "HostSystem.capability",
+    "HostSystem.complianceCheckResult",
+    "HostSystem.complianceCheckState",
+    "HostSystem.config",
+    "HostSystem.hardware",
+    "HostSystem.licensableResource",
+    "HostSystem.precheckRemediationResult",
+    "HostSystem.remediationResult",
+    "HostSystem.remediationState",
+    "HostSystem.systemResources",
+    "ComputeResource.configurationEx",
+    "ClusterComputeResource.actionHistory",
+    "ClusterComputeResource.configuration",
+    "ClusterComputeResource.drsFault",
+    "ClusterComputeResource.drsRecommendation",
+    "ClusterComputeResource.hciConfig",
+    "ClusterComputeResource.migrationHistory",
+    "ClusterComputeResource.recommendation",
+    "ClusterComputeResource.summaryEx",
+    "DistributedVirtualSwitch.capability",
+    "DistributedVirtualSwitch.config",
+    "DistributedVirtualSwitch.runtime",
+];
+
+/// The operations that change those trees or a host's settings (a cluster's
+/// or switch's reconfiguration, HCI, crypto, lockdown, IPMI...). Connecting,
+/// maintenance mode and power stay.
+pub const ADMIN_OPERATIONS: &[&str] = &[
+    // HostSystem
+    "AcquireCimServicesTicket",
+    "ConfigureCryptoKey",
+    "EnableCrypto",
+    "EnterLockdownMode",
+    "ExitLockdownMode",
+    "PrepareCrypto",
+    "QueryProductLockerLocation",
+    "QueryTpmAttestationReport",
+    "ReconfigureHostForDAS_Task",
+    "RetrieveFreeEpcMemory",
+    "UpdateFlags",
+    "UpdateIpmi",
+    "UpdateProductLockerLocation_Task",
+    "UpdateSystemResources",
+    "UpdateSystemSwapConfiguration",
+    // ComputeResource, ClusterComputeResource
+    "AbandonHciWorkflow",
+    "ConfigureHCI_Task",
+    "EvcManager",
+    "ExtendHCI_Task",
+    "ReconfigureCluster_Task",
+    "ReconfigureComputeResource_Task",
+    "RetrieveDasAdvancedRuntimeInfo",
+    "SetCryptoMode",
+    "StampAllRulesWithUuid_Task",
+    "ValidateHCIConfiguration",
+    // DistributedVirtualSwitch, VmwareDistributedVirtualSwitch
+    "AddNetworkResourcePool",
+    "DVSRollback_Task",
+    "DvsReconfigureVmVnicNetworkResourcePool_Task",
+    "EnableNetworkResourceManagement",
+    "MergeDvs_Task",
+    "PerformDvsProductSpecOperation_Task",
+    "ReconfigureDvs_Task",
+    "RectifyDvsHost_Task",
+    "RemoveNetworkResourcePool",
+    "UpdateDVSHealthCheckConfig_Task",
+    "UpdateDVSLacpGroupConfig_Task",
+    "UpdateDvsCapability",
+    "UpdateNetworkResourcePool",
+];
+
 pub const MANAGED_OBJECT_FAMILIES: &[ManagedObjectFamily] = &[ManagedObjectFamily {
     feature: "admin",
     managed_objects: ADMIN_MANAGED_OBJECTS,
+    properties: ADMIN_PROPERTIES,
+    operations: ADMIN_OPERATIONS,
 }];
 
 /// What the cargo features gate, by XML name: the feature of each gated
@@ -202,15 +289,24 @@ pub struct Gates {
     pub types: BTreeMap<String, &'static str>,
     pub managed_objects: BTreeMap<String, &'static str>,
     pub operations: BTreeMap<String, &'static str>,
+    /// Properties of managed objects outside every family, as
+    /// `"ManagedObject.property"` (the object declaring it).
+    pub properties: BTreeMap<String, &'static str>,
 }
 
-/// The managed objects and operations of the managed object families: a
-/// managed object stays when one outside its family derives from it, an
-/// operation is gated when every managed object declaring it is (with the
-/// same feature).
+/// The managed objects, operations and properties of the managed object
+/// families: a managed object stays when one outside its family derives from
+/// it, an operation is gated when every managed object declaring it is (with
+/// the same feature) or its family names it, a property when its family
+/// names it and its object is not gated.
+#[allow(clippy::type_complexity)]
 fn managed_object_gates(
     model: &Model,
-) -> (BTreeMap<&str, &'static str>, BTreeMap<&str, &'static str>) {
+) -> (
+    BTreeMap<&str, &'static str>,
+    BTreeMap<&str, &'static str>,
+    BTreeMap<String, &'static str>,
+) {
     let mut objects: BTreeMap<&str, &'static str> = BTreeMap::new();
     for family in MANAGED_OBJECT_FAMILIES {
         for name in family.managed_objects {
@@ -245,7 +341,7 @@ fn managed_object_gates(
                 .insert(objects.get(mo.name.as_str()).copied());
         }
     }
-    let operations = declared_by
+    let mut operations: BTreeMap<&str, &'static str> = declared_by
         .into_iter()
         .filter_map(
             |(op, features)| match features.into_iter().collect::<Vec<_>>()[..] {
@@ -254,17 +350,38 @@ fn managed_object_gates(
             },
         )
         .collect();
-    (objects, operations)
+    let mut properties = BTreeMap::new();
+    for family in MANAGED_OBJECT_FAMILIES {
+        for name in family.operations {
+            if let Some((name, _)) = model.operations.get_key_value(*name) {
+                operations.insert(name, family.feature);
+            }
+        }
+        for name in family.properties {
+            let Some((mo, property)) = name.split_once('.') else {
+                continue;
+            };
+            let declared = model
+                .managed_objects
+                .get(mo)
+                .is_some_and(|m| m.properties.iter().any(|p| p.name == property));
+            if declared && !objects.contains_key(mo) {
+                properties.insert(name.to_string(), family.feature);
+            }
+        }
+    }
+    (objects, operations, properties)
 }
 
 /// What each feature gates (see [`Gates`]).
 pub fn gates(model: &Model) -> Gates {
-    let (objects, operations) = managed_object_gates(model);
+    let (objects, operations, properties) = managed_object_gates(model);
     // Who refers to whom: holder -> the complex types and enumerations its
     // fields name. The results of operations and the properties of managed
     // objects outside every family are held by no type: always kept; a gated
     // operation's result is held by its request type, a gated managed
-    // object's properties by the object.
+    // object's properties by the object, a gated property by itself
+    // (`"HostSystem.config"`, a member of its family).
     let mut referrers: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     let mut pinned: BTreeSet<&str> = BTreeSet::new();
     for ty in model.types.values() {
@@ -287,9 +404,13 @@ pub fn gates(model: &Model) -> Gates {
     for mo in model.managed_objects.values() {
         for p in &mo.properties {
             if let TypeRef::Complex(name) | TypeRef::Enum(name) = &p.ty {
-                match objects.contains_key(mo.name.as_str()) {
-                    true => referrers.entry(name).or_default().insert(&mo.name),
-                    false => pinned.insert(name),
+                let gated = properties.get_key_value(&format!("{}.{}", mo.name, p.name));
+                match (objects.contains_key(mo.name.as_str()), gated) {
+                    (true, _) => referrers.entry(name).or_default().insert(&mo.name),
+                    (false, Some((property, _))) => {
+                        referrers.entry(name).or_default().insert(property)
+                    }
+                    (false, None) => pinned.insert(name),
                 };
             }
         }
@@ -299,6 +420,9 @@ pub fn gates(model: &Model) -> Gates {
     // The managed objects and request types of gated operations seed their
     // family; the type families are seeded by their roots' descendants.
     let mut family_of: BTreeMap<&str, &'static str> = objects.clone();
+    for (property, &feature) in &properties {
+        family_of.insert(property, feature);
+    }
     for op in model.operations.values() {
         if let Some(&feature) = operations.get(op.name.as_str()) {
             family_of.insert(&op.request_type, feature);
@@ -412,6 +536,7 @@ pub fn gates(model: &Model) -> Gates {
         types,
         managed_objects: owned(objects),
         operations: owned(operations),
+        properties,
     }
 }
 
@@ -573,12 +698,26 @@ mod tests {
         );
     }
 
-    #[test]
-    fn an_admin_managed_object_takes_its_operations_and_the_types_only_it_uses() {
+    /// The roots every family hangs from.
+    fn model_with_family_roots() -> Model {
         let mut m = Model::default();
         ty(&mut m, "DynamicData", None, &[]);
         ty(&mut m, "MethodFault", Some("DynamicData"), &[]);
         ty(&mut m, "Event", Some("DynamicData"), &[]);
+        m
+    }
+
+    /// The names `admin` gates in one map of [`Gates`].
+    fn admin(map: &BTreeMap<String, &'static str>) -> Vec<String> {
+        map.iter()
+            .filter(|(_, f)| **f == "admin")
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    #[test]
+    fn an_admin_managed_object_takes_its_operations_and_the_types_only_it_uses() {
+        let mut m = model_with_family_roots();
         // HostNetworkSystem (admin): its property, parameter and result
         // types go with it, with what only they hold.
         ty(
@@ -633,12 +772,6 @@ mod tests {
         managed_object(&mut m, "CustomProfile", Some("Profile"), &[], &[]);
 
         let gates = gates(&m);
-        let admin = |map: &BTreeMap<String, &'static str>| -> Vec<String> {
-            map.iter()
-                .filter(|(_, f)| **f == "admin")
-                .map(|(n, _)| n.clone())
-                .collect()
-        };
         assert_eq!(
             admin(&gates.managed_objects),
             ["HostNetworkSystem", "HostProfile"]
@@ -657,6 +790,85 @@ mod tests {
                 "HostPortGroup",
                 "HostPortGroupSpec",
                 "UpdateNetworkConfigRequestType",
+            ]
+        );
+    }
+
+    /// Adds the property `name` of type `ty` to managed object `mo`.
+    fn property(model: &mut Model, mo: &str, name: &str, ty: &str) {
+        model
+            .managed_objects
+            .get_mut(mo)
+            .unwrap()
+            .properties
+            .push(crate::model::Property {
+                name: name.into(),
+                ty: TypeRef::Complex(ty.into()),
+                occurs: Occurs::Optional,
+                mo_type: None,
+                since: None,
+            });
+    }
+
+    #[test]
+    fn an_admin_property_and_operation_of_an_ungated_object_take_the_types_only_they_use() {
+        let mut m = model_with_family_roots();
+        // HostSystem.config (admin): its tree goes, including what it shares
+        // with an admin managed object (HostNetworkInfo); what an ungated
+        // property also holds (HostListSummary's HostHardwareSummary) stays.
+        ty(
+            &mut m,
+            "HostConfigInfo",
+            Some("DynamicData"),
+            &["HostNetworkInfo", "HostHardwareSummary"],
+        );
+        ty(&mut m, "HostNetworkInfo", Some("DynamicData"), &[]);
+        ty(
+            &mut m,
+            "HostListSummary",
+            Some("DynamicData"),
+            &["HostHardwareSummary"],
+        );
+        ty(&mut m, "HostHardwareSummary", Some("DynamicData"), &[]);
+        // ReconfigureCluster_Task (admin), declared by an ungated object.
+        ty(&mut m, "ClusterConfigSpec", Some("DynamicData"), &[]);
+        operation(&mut m, "ReconfigureCluster_Task", "ClusterConfigSpec", None);
+        managed_object(&mut m, "ExtensibleManagedObject", None, &[], &[]);
+        managed_object(
+            &mut m,
+            "HostNetworkSystem",
+            Some("ExtensibleManagedObject"),
+            &["HostNetworkInfo"],
+            &[],
+        );
+        managed_object(
+            &mut m,
+            "HostSystem",
+            Some("ExtensibleManagedObject"),
+            &[],
+            &[],
+        );
+        property(&mut m, "HostSystem", "config", "HostConfigInfo");
+        property(&mut m, "HostSystem", "summary", "HostListSummary");
+        managed_object(
+            &mut m,
+            "ClusterComputeResource",
+            Some("ExtensibleManagedObject"),
+            &[],
+            &["ReconfigureCluster_Task"],
+        );
+
+        let gates = gates(&m);
+        assert_eq!(admin(&gates.managed_objects), ["HostNetworkSystem"]);
+        assert_eq!(admin(&gates.properties), ["HostSystem.config"]);
+        assert_eq!(admin(&gates.operations), ["ReconfigureCluster_Task"]);
+        assert_eq!(
+            admin(&gates.types),
+            [
+                "ClusterConfigSpec",
+                "HostConfigInfo",
+                "HostNetworkInfo",
+                "ReconfigureCluster_TaskRequestType",
             ]
         );
     }

@@ -66,6 +66,9 @@ pub struct Plan {
     pub gated_managed_objects: BTreeMap<String, &'static str>,
     /// Operations (their `Vim` methods) compiled in only with a feature.
     pub gated_operations: BTreeMap<String, &'static str>,
+    /// Properties of ungated managed objects compiled in only with a
+    /// feature, as `"ManagedObject.property"`.
+    pub gated_properties: BTreeMap<String, &'static str>,
 }
 
 impl Plan {
@@ -111,6 +114,19 @@ impl Plan {
     /// [`cfg`](Self::cfg) of an operation's `Vim` method.
     pub fn operation_cfg(&self, name: &str) -> String {
         crate::emit::cfg_attr(self.gated_operations.get(name).copied())
+    }
+
+    /// [`cfg`](Self::cfg) of the property `property` declared by managed
+    /// object `owner`: its `mo::` field and path method.
+    pub fn property_cfg(&self, owner: &str, property: &str) -> String {
+        crate::emit::cfg_attr(self.gated_property_feature(owner, property))
+    }
+
+    /// The feature that compiles in the property `property` declared by
+    /// managed object `owner`, when one does.
+    pub fn gated_property_feature(&self, owner: &str, property: &str) -> Option<&'static str> {
+        let key = format!("{owner}.{property}");
+        self.gated_properties.get(&key).copied()
     }
 
     /// Whether the field `field` declared by `owner` is boxed.
@@ -263,6 +279,7 @@ pub fn plan(model: &Model) -> Result<Plan> {
         gated: gates.types,
         gated_managed_objects: gates.managed_objects,
         gated_operations: gates.operations,
+        gated_properties: gates.properties,
     })
 }
 

@@ -1,14 +1,15 @@
 //! A managed object of vsphere-client's `admin` family against the
 //! simulator: a standard port group added through the host's
 //! `HostNetworkSystem` (its `Vim` method and request type exist only with
-//! the feature) and read back from the host's configuration, and the
-//! system's own properties typed as `mo::HostNetworkSystem`.
+//! the feature) and read back through the system's own properties typed as
+//! `mo::HostNetworkSystem`, and the host's `config` (a property the feature
+//! compiles in) typed.
 //!
 //! Built only with the feature (`required-features` in Cargo.toml):
 //! `make test` runs it in its pass with the type families compiled in.
 
 use vsphere_client::types::{HostNetworkPolicy, HostPortGroupSpec};
-use vsphere_client::{mo, Client};
+use vsphere_client::{mo, paths, Client};
 use vsphere_tests::{Simulator, SimulatorOptions};
 
 #[tokio::test]
@@ -68,5 +69,30 @@ async fn a_port_group_added_through_the_host_network_system_is_in_the_hosts_conf
         .unwrap_or_else(|| panic!("the port group is not in {groups:?}"));
     assert_eq!(added.spec.vlan_id, 42);
     assert_eq!(added.spec.vswitch_name, "vSwitch0");
+
+    // The host's configuration tree is compiled in with the feature too
+    // (the simulator keeps the network system's port groups apart from it:
+    // the host's own are there, typed).
+    let host = client
+        .properties::<mo::HostSystem>(&[paths::HostSystem.config().network().into_path()])
+        .unwrap()
+        .get(&host.mo_ref)
+        .await
+        .expect("the host's network configuration");
+    let groups = host
+        .config
+        .as_ref()
+        .and_then(|c| c.network.as_ref())
+        .map(|n| n.portgroup.as_slice())
+        .unwrap_or_default();
+    let vm_network = groups
+        .iter()
+        .find(|g| g.spec.name == "VM Network")
+        .unwrap_or_else(|| panic!("no VM Network in the host's config.network: {groups:?}"));
+    assert_eq!(vm_network.spec.vswitch_name, "vSwitch0");
+    assert_eq!(
+        vm_network.vswitch.as_deref(),
+        Some("key-vim.host.VirtualSwitch-vSwitch0")
+    );
     let _ = client.close().await;
 }

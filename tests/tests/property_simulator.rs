@@ -162,6 +162,44 @@ async fn unknown_paths_fail_before_any_call() {
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
 }
 
+/// Without vsphere-client's `admin` feature (this file runs without it),
+/// `mo::HostSystem` holds no configuration tree: a path into one fails
+/// before any call, naming the feature, and every property of a host is
+/// every property the struct holds (the server is not asked for `config`).
+#[tokio::test]
+async fn a_property_left_out_by_a_feature_is_named_and_not_asked_for() {
+    let sim = simulator(SimulatorOptions::default()).await;
+    let client = connect(&sim).await;
+    let err = client
+        .properties::<mo::HostSystem>(&["name", "config.network"])
+        .expect_err("config is compiled in with admin");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    let message = err.to_string();
+    assert!(
+        message.contains("config.network") && message.contains("`admin` feature"),
+        "{message}"
+    );
+    let before = calls(&client, "RetrievePropertiesEx");
+    let hosts = client
+        .all_properties::<mo::HostSystem>()
+        .in_container(&root(&client))
+        .collect_all()
+        .await
+        .expect("every property of every host");
+    assert_eq!(hosts.len(), 4);
+    assert_eq!(calls(&client, "RetrievePropertiesEx"), before + 1);
+    for host in &hosts {
+        assert!(host.retrieved.contains("summary"), "{:?}", host.retrieved);
+        assert!(host.retrieved.contains("runtime"), "{:?}", host.retrieved);
+        assert!(!host.retrieved.contains("config"), "{:?}", host.retrieved);
+        let summary = host.summary.as_ref().expect("summary");
+        assert!(summary
+            .hardware
+            .as_ref()
+            .is_some_and(|h| h.num_cpu_cores > 0));
+    }
+}
+
 #[tokio::test]
 async fn one_object_a_list_and_all_properties() {
     let sim = simulator(SimulatorOptions::default()).await;

@@ -124,6 +124,7 @@ fn struct_code(model: &Model, plan: &Plan, mo: &ManagedObject, rust: &str) -> Re
     )
     .ok();
     let mut arms = String::new();
+    let mut left_out = String::new();
     for (owner, p) in &properties {
         let name = naming::field_name(&p.name);
         if !names.insert(name.clone()) {
@@ -140,15 +141,25 @@ fn struct_code(model: &Model, plan: &Plan, mo: &ManagedObject, rust: &str) -> Re
         if let Some(target) = &p.mo_type {
             write!(doc, ": a `{target}`").ok();
         }
+        let cfg = plan.property_cfg(owner, &p.name);
+        if let Some(feature) = plan.gated_property_feature(owner, &p.name) {
+            let feature = lit(feature);
+            write!(
+                left_out,
+                "#[cfg(not(feature = {feature}))] ({}, {feature}), ",
+                lit(&p.name)
+            )
+            .ok();
+        }
         writeln!(
             code,
-            "    /// {doc}.\n{}    pub {name}: Option<{inner}>,",
+            "    /// {doc}.\n{}    {cfg}pub {name}: Option<{inner}>,",
             super::since_doc(p.since)
         )
         .ok();
         writeln!(
             arms,
-            "            {} => self.{name} = x::from_property(value)?,",
+            "            {cfg}{} => self.{name} = x::from_property(value)?,",
             lit(&p.name)
         )
         .ok();
@@ -156,12 +167,21 @@ fn struct_code(model: &Model, plan: &Plan, mo: &ManagedObject, rust: &str) -> Re
     code.push_str("}\n");
     writeln!(
         code,
-        "impl x::ManagedObjectType for {rust} {{\n    const TYPE_NAME: &'static str = {};\n    \
-         fn mo_ref(&self) -> &x::ManagedObjectReference {{ &self.mo_ref }}\n    \
-         fn set_property(&mut self, name: &str, value: x::Value) -> Result<bool, x::ValueTypeError> {{",
+        "impl x::ManagedObjectType for {rust} {{\n    const TYPE_NAME: &'static str = {};",
         lit(&mo.name)
     )
     .ok();
+    if !left_out.is_empty() {
+        writeln!(
+            code,
+            "    const LEFT_OUT: &'static [(&'static str, &'static str)] = &[{left_out}];"
+        )
+        .ok();
+    }
+    code.push_str(
+        "    fn mo_ref(&self) -> &x::ManagedObjectReference { &self.mo_ref }\n    \
+         fn set_property(&mut self, name: &str, value: x::Value) -> Result<bool, x::ValueTypeError> {\n",
+    );
     if properties.is_empty() {
         code.push_str("        let _ = (name, value);\n        Ok(false)\n    }\n}\n");
     } else {

@@ -40,6 +40,8 @@ struct Step {
     next: Option<String>,
     since: Since,
     doc: String,
+    /// The step's own `cfg` (a gated property of an ungated managed object), or nothing.
+    cfg: String,
 }
 
 /// Returns `(file name, contents without header)` pairs for `paths/`.
@@ -58,10 +60,11 @@ pub(crate) fn emit(model: &Model, plan: &Plan) -> Result<Vec<(String, String)>> 
     // The data types a path can go through, reached from the properties,
     // each with the first route found to it (an expression making its path
     // struct, for the generated check).
-    // A route starts at a managed object and carries its `cfg`; the first
-    // found is kept, so the managed objects outside every feature-gated
-    // family go first: a path struct, and its check, is gated only when no
-    // other route reaches it.
+    // A route starts at a managed object and carries its `cfg` (or its
+    // property's); the first found is kept, so the managed objects outside
+    // every feature-gated family go first, their gated properties after
+    // them: a path struct, and its check, is gated only when no other route
+    // reaches it.
     let mut routes: BTreeMap<String, Route> = BTreeMap::new();
     let mut pending: Vec<String> = Vec::new();
     let reach = |next: &Option<String>,
@@ -82,7 +85,11 @@ pub(crate) fn emit(model: &Model, plan: &Plan) -> Result<Vec<(String, String)>> 
         .managed_objects
         .values()
         .partition(|mo| !plan.managed_object_cfg(&mo.name).is_empty());
+    let mut gated_property_routes: Vec<(Option<String>, Route)> = Vec::new();
     for objects in [open, gated] {
+        for (next, route) in std::mem::take(&mut gated_property_routes) {
+            reach(&next, route, &mut routes, &mut pending);
+        }
         for mo in objects {
             let rust = naming::type_name(&mo.name);
             let cfg = plan.managed_object_cfg(&mo.name);
@@ -95,12 +102,19 @@ pub(crate) fn emit(model: &Model, plan: &Plan) -> Result<Vec<(String, String)>> 
                         next: traversable(&p.ty, p.occurs),
                         since: p.since,
                         doc: type_doc(&p.ty, p.occurs),
+                        cfg: match cfg.is_empty() {
+                            true => plan.property_cfg(owner, &p.name),
+                            false => String::new(),
+                        },
                     };
                     let route = Route {
                         expr: format!("{rust}.{}()", step.method),
-                        cfg: cfg.clone(),
+                        cfg: format!("{cfg}{}", step.cfg),
                     };
-                    reach(&step.next, route, &mut routes, &mut pending);
+                    match step.cfg.is_empty() {
+                        true => reach(&step.next, route, &mut routes, &mut pending),
+                        false => gated_property_routes.push((step.next.clone(), route)),
+                    }
                     steps.push(step);
                 }
             }
@@ -125,6 +139,7 @@ pub(crate) fn emit(model: &Model, plan: &Plan) -> Result<Vec<(String, String)>> 
                     next: traversable(&f.ty, f.occurs),
                     since: f.since,
                     doc: type_doc(&f.ty, f.occurs),
+                    cfg: String::new(),
                 };
                 let route = Route {
                     expr: format!("{}.{}()", routes[&name].expr, step.method),
@@ -190,7 +205,8 @@ fn check_code(rust: &str, route: &str, steps: &[Step], cfg: &str) -> (String, St
         };
         writeln!(
             code,
-            "    check(at().{}(){whole}, {});",
+            "    {}check(at().{}(){whole}, {});",
+            step.cfg,
             step.method,
             lit(&step.xml_name)
         )
@@ -341,10 +357,11 @@ fn write_methods(
         };
         writeln!(
             code,
-            "    /// `{}`: {}.\n{}    #[inline]\n    pub fn {}(self) -> {ret} {{ {body} }}",
+            "    /// `{}`: {}.\n{}    {}#[inline]\n    pub fn {}(self) -> {ret} {{ {body} }}",
             step.xml_name,
             step.doc,
             since_doc(step.since),
+            step.cfg,
             step.method
         )
         .ok();

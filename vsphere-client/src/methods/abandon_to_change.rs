@@ -6,6 +6,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AbandonHciWorkflow` on `ClusterComputeResource`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn abandon_hci_workflow(
         &self,
@@ -68,6 +69,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AcquireCimServicesTicket` on `HostSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn acquire_cim_services_ticket(
         &self,
@@ -430,6 +432,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `AddNetworkResourcePool` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `DvsFault`, `InvalidName`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn add_network_resource_pool(
         &self,

@@ -588,6 +588,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ConfigureCryptoKey` on `HostSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn configure_crypto_key(
         &self,
@@ -655,6 +656,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ConfigureHCI_Task` on `ClusterComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn configure_hci_task(
         &self,

@@ -193,6 +193,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DVSRollback_Task` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `DvsFault`, `RollbackFailure`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn dvs_rollback_task(
         &self,

@@ -78,6 +78,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `DvsReconfigureVmVnicNetworkResourcePool_Task` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `ConcurrentAccess`, `ConflictingConfiguration`, `DvsFault`, `InvalidName`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn dvs_reconfigure_vm_vnic_network_resource_pool_task(
         &self,
@@ -177,6 +178,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `EnableCrypto` on `HostSystem`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn enable_crypto(
         &self,
@@ -254,6 +256,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `EnableNetworkResourceManagement` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `DvsFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn enable_network_resource_management(
         &self,
@@ -314,6 +317,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `EnterLockdownMode` on `HostSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn enter_lockdown_mode(
         &self,
@@ -411,6 +415,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `EvcManager` on `ClusterComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn evc_manager(
         &self,
@@ -459,6 +464,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ExitLockdownMode` on `HostSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn exit_lockdown_mode(
         &self,
@@ -614,6 +620,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ExtendHCI_Task` on `ClusterComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn extend_hci_task(
         &self,

@@ -997,6 +997,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `MergeDvs_Task` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `DvsFault`, `InvalidHostState`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn merge_dvs_task(
         &self,

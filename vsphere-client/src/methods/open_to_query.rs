@@ -54,6 +54,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `PerformDvsProductSpecOperation_Task` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `DvsFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn perform_dvs_product_spec_operation_task(
         &self,
@@ -275,6 +276,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `PrepareCrypto` on `HostSystem`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn prepare_crypto(
         &self,
@@ -1810,6 +1812,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `QueryProductLockerLocation` on `HostSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn query_product_locker_location(
         &self,
@@ -1994,6 +1997,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `QueryTpmAttestationReport` on `HostSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn query_tpm_attestation_report(
         &self,

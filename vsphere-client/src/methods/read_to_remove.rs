@@ -278,6 +278,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ReconfigureCluster_Task` on `ClusterComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn reconfigure_cluster_task(
         &self,
@@ -296,6 +297,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ReconfigureComputeResource_Task` on `ComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn reconfigure_compute_resource_task(
         &self,
@@ -381,6 +383,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ReconfigureDvs_Task` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `AlreadyExists`, `ConcurrentAccess`, `DuplicateName`, `DvsFault`, `DvsNotAuthorized`, `InvalidName`, `InvalidState`, `LimitExceeded`, `NotFound`, `ResourceInUse`, `ResourceNotAvailable`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn reconfigure_dvs_task(
         &self,
@@ -397,6 +400,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ReconfigureHostForDAS_Task` on `HostSystem`.
     ///
     /// Declared faults: `DasConfigFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn reconfigure_host_for_das_task(
         &self,
@@ -489,6 +493,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RectifyDvsHost_Task` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `DvsFault`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn rectify_dvs_host_task(
         &self,
@@ -1351,6 +1356,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RemoveNetworkResourcePool` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `DvsFault`, `InvalidName`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn remove_network_resource_pool(
         &self,

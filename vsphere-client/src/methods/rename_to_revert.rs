@@ -636,6 +636,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveDasAdvancedRuntimeInfo` on `ClusterComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_das_advanced_runtime_info(
         &self,
@@ -731,6 +732,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `RetrieveFreeEpcMemory` on `HostSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn retrieve_free_epc_memory(
         &self,

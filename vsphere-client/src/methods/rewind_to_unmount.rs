@@ -245,6 +245,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `SetCryptoMode` on `ClusterComputeResource`.
     ///
     /// Declared faults: `InvalidArgument`, `InvalidRequest`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn set_crypto_mode(
         &self,
@@ -677,6 +678,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `StampAllRulesWithUuid_Task` on `ClusterComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn stamp_all_rules_with_uuid_task(
         &self,

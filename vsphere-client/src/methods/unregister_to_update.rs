@@ -260,6 +260,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateDVSHealthCheckConfig_Task` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `DvsFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_dvs_health_check_config_task(
         &self,
@@ -276,6 +277,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateDVSLacpGroupConfig_Task` on `VmwareDistributedVirtualSwitch`.
     ///
     /// Declared faults: `DvsFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_dvs_lacp_group_config_task(
         &self,
@@ -369,6 +371,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateDvsCapability` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `DvsFault`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_dvs_capability(
         &self,
@@ -398,6 +401,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateFlags` on `HostSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_flags(
         &self,
@@ -695,6 +699,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateIpmi` on `HostSystem`.
     ///
     /// Declared faults: `InvalidIpmiLoginInfo`, `InvalidIpmiMacAddress`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_ipmi(
         &self,
@@ -860,6 +865,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateNetworkResourcePool` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `ConcurrentAccess`, `DvsFault`, `InvalidName`, `NotFound`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_network_resource_pool(
         &self,
@@ -951,6 +957,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateProductLockerLocation_Task` on `HostSystem`.
     ///
     /// Declared faults: `FileNotFound`, `HostConfigFault`, `InvalidArgument`, `RuntimeFault`, `TaskInProgress`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_product_locker_location_task(
         &self,
@@ -1110,6 +1117,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateSystemResources` on `HostSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_system_resources(
         &self,
@@ -1124,6 +1132,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `UpdateSystemSwapConfiguration` on `HostSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn update_system_swap_configuration(
         &self,

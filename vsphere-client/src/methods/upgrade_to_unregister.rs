@@ -295,6 +295,7 @@ impl<'a> crate::Vim<'a> {
     /// Invokes `ValidateHCIConfiguration` on `ClusterComputeResource`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn validate_hci_configuration(
         &self,

@@ -135,7 +135,40 @@ pub(crate) fn validate_paths<T: ManagedObject>(
     paths: &[impl AsPropertyPath<T>],
 ) -> Result<Vec<String>, Error> {
     let paths: Vec<&str> = paths.iter().map(AsPropertyPath::as_property_path).collect();
+    for path in &paths {
+        let property = path.trim().split('.').next().unwrap_or_default();
+        if let Some((_, feature)) = T::LEFT_OUT.iter().find(|(name, _)| *name == property) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "property path {path:?} of {}: `{property}` is compiled in with \
+                     vsphere-client's `{feature}` feature",
+                    T::TYPE_NAME
+                ),
+            ));
+        }
+    }
     validate_paths_for(T::TYPE_NAME, &paths)
+}
+
+/// The properties of managed object type `mo_type` (inherited ones
+/// included) but `left_out`: what a retrieval of every property of a struct
+/// that leaves some out asks for.
+fn held_properties(mo_type: &str, left_out: &[(&str, &str)]) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut current = MANAGED_OBJECTS.get(mo_type);
+    while let Some(object) = current {
+        names.extend(
+            object
+                .properties
+                .iter()
+                .map(|p| p.name)
+                .filter(|name| !left_out.iter().any(|(out, _)| out == name))
+                .map(str::to_string),
+        );
+        current = object.base.and_then(|base| MANAGED_OBJECTS.get(base));
+    }
+    names
 }
 
 /// Property paths validated for managed object type `mo_type`: each resolves
@@ -359,12 +392,18 @@ impl Client {
     }
 
     /// A retrieval of every property of managed objects of type `T`
-    /// (expensive on a real vCenter: prefer [`properties`](Self::properties)).
+    /// (expensive on a real vCenter: prefer [`properties`](Self::properties)):
+    /// every property `T` holds, so the properties a cargo feature leaves out
+    /// (`HostSystem.config` without `admin`) are not asked for.
     pub fn all_properties<T: ManagedObject>(&self) -> PropertyQuery<T> {
+        let (paths, all) = match T::LEFT_OUT {
+            [] => (Vec::new(), true),
+            left_out => (held_properties(T::TYPE_NAME, left_out), false),
+        };
         PropertyQuery {
             client: self.clone(),
-            paths: Arc::from(Vec::new()),
-            all: true,
+            paths: Arc::from(paths),
+            all,
             max_objects: None,
             _type: PhantomData,
         }

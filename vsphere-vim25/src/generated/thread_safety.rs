@@ -62,15 +62,15 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<AnswerFileCreateSpec>();
     assert_send_sync::<AnswerFileOptionsCreateSpec>();
     assert_send_sync::<AnswerFileSerializedCreateSpec>();
-    assert_send_sync::<AnswerFileStatusError>();
-    assert_send_sync::<AnswerFileStatusResult>();
+    #[cfg(feature = "admin")] assert_send_sync::<AnswerFileStatusError>();
+    #[cfg(feature = "admin")] assert_send_sync::<AnswerFileStatusResult>();
     #[cfg(feature = "all-faults")] assert_send_sync::<AnswerFileUpdateFailed>();
     #[cfg(feature = "all-faults")] assert_send_sync::<AnswerFileUpdateFailure>();
     assert_send_sync::<AnswerFileValidationInfoStatus>();
     #[cfg(feature = "all-faults")] assert_send_sync::<ApplicationQuiesceFault>();
-    assert_send_sync::<ApplyHostProfileConfigurationResult>();
+    #[cfg(feature = "admin")] assert_send_sync::<ApplyHostProfileConfigurationResult>();
     assert_send_sync::<ApplyHostProfileConfigurationResultStatus>();
-    assert_send_sync::<ApplyHostProfileConfigurationSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<ApplyHostProfileConfigurationSpec>();
     assert_send_sync::<ApplyProfile>();
     assert_send_sync::<ApplyStorageRecommendationResult>();
     assert_send_sync::<ArrayUpdateOperation>();
@@ -86,9 +86,9 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "admin")] assert_send_sync::<AuthorizationPrivilege>();
     #[cfg(feature = "admin")] assert_send_sync::<AuthorizationRole>();
     assert_send_sync::<AutoStartAction>();
-    assert_send_sync::<AutoStartDefaults>();
-    assert_send_sync::<AutoStartPowerInfo>();
-    assert_send_sync::<AutoStartWaitHeartbeatSetting>();
+    #[cfg(feature = "admin")] assert_send_sync::<AutoStartDefaults>();
+    #[cfg(feature = "admin")] assert_send_sync::<AutoStartPowerInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<AutoStartWaitHeartbeatSetting>();
     #[cfg(feature = "all-faults")] assert_send_sync::<BackupBlobReadFailure>();
     #[cfg(feature = "all-faults")] assert_send_sync::<BackupBlobWriteFailure>();
     #[cfg(feature = "all-events")] assert_send_sync::<BadUsernameSessionEvent>();
@@ -168,40 +168,48 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")] assert_send_sync::<ClusterComplianceCheckedEvent>();
     assert_send_sync::<ClusterComputeResourceClusterConfigResult>();
     assert_send_sync::<ClusterComputeResourceCryptoModePolicy>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<ClusterComputeResourceDVSConfigurationValidation>();
-    assert_send_sync::<ClusterComputeResourceDVSSetting>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterComputeResourceDVSSetting>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>();
-    assert_send_sync::<ClusterComputeResourceDvsProfile>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterComputeResourceDvsProfile>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<
         ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping,
     >();
-    assert_send_sync::<ClusterComputeResourceHCIConfigInfo>();
-    assert_send_sync::<ClusterComputeResourceHCIConfigSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterComputeResourceHCIConfigInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterComputeResourceHCIConfigSpec>();
     assert_send_sync::<ClusterComputeResourceHCIWorkflowState>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<ClusterComputeResourceHostConfigurationInput>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<ClusterComputeResourceHostConfigurationProfile>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<ClusterComputeResourceHostConfigurationValidation>();
     assert_send_sync::<ClusterComputeResourceHostEvacuationInfo>();
-    assert_send_sync::<ClusterComputeResourceHostVmkNicInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterComputeResourceHostVmkNicInfo>();
     assert_send_sync::<ClusterComputeResourceMaintenanceInfo>();
     assert_send_sync::<ClusterComputeResourceSummary>();
-    assert_send_sync::<ClusterComputeResourceVCProfile>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterComputeResourceVCProfile>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<ClusterComputeResourceValidationResultBase>();
     assert_send_sync::<ClusterComputeResourceVcsHealthStatus>();
     assert_send_sync::<ClusterComputeResourceVcsSlots>();
-    assert_send_sync::<ClusterConfigInfo>();
-    assert_send_sync::<ClusterConfigInfoEx>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterConfigInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterConfigInfoEx>();
     assert_send_sync::<ClusterConfigSpec>();
     assert_send_sync::<ClusterConfigSpecEx>();
     #[cfg(feature = "all-events")] assert_send_sync::<ClusterCreatedEvent>();
     assert_send_sync::<ClusterCryptoConfigInfo>();
     assert_send_sync::<ClusterCryptoConfigInfoCryptoMode>();
-    assert_send_sync::<ClusterDasAamHostInfo>();
-    assert_send_sync::<ClusterDasAamNodeState>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterDasAamHostInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterDasAamNodeState>();
     assert_send_sync::<ClusterDasAamNodeStateDasState>();
     assert_send_sync::<ClusterDasAdmissionControlInfo>();
     assert_send_sync::<ClusterDasAdmissionControlPolicy>();
-    assert_send_sync::<ClusterDasAdvancedRuntimeInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterDasAdvancedRuntimeInfo>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo>();
     assert_send_sync::<ClusterDasConfigInfo>();
     assert_send_sync::<ClusterDasConfigInfoHBDatastoreCandidate>();
@@ -209,13 +217,17 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<ClusterDasConfigInfoVmMonitoringState>();
     assert_send_sync::<ClusterDasData>();
     assert_send_sync::<ClusterDasDataSummary>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<ClusterDasFailoverLevelAdvancedRuntimeInfo>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>();
     assert_send_sync::<ClusterDasFdmAvailabilityState>();
     assert_send_sync::<ClusterDasFdmHostState>();
-    assert_send_sync::<ClusterDasHostInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterDasHostInfo>();
     assert_send_sync::<ClusterDasHostRecommendation>();
     assert_send_sync::<ClusterDasVmConfigInfo>();
     assert_send_sync::<ClusterDasVmConfigSpec>();
@@ -233,7 +245,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<ClusterDrsFaultsFaultsByVirtualDisk>();
     assert_send_sync::<ClusterDrsFaultsFaultsByVm>();
     assert_send_sync::<ClusterDrsMigration>();
-    assert_send_sync::<ClusterDrsRecommendation>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterDrsRecommendation>();
     assert_send_sync::<ClusterDrsVmConfigInfo>();
     assert_send_sync::<ClusterDrsVmConfigSpec>();
     assert_send_sync::<ClusterEVCManagerCheckResult>();
@@ -285,7 +297,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<ClusterRuleSpec>();
     assert_send_sync::<ClusterSlotPolicy>();
     #[cfg(feature = "all-events")] assert_send_sync::<ClusterStatusChangedEvent>();
-    assert_send_sync::<ClusterSystemVMsConfigInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ClusterSystemVMsConfigInfo>();
     assert_send_sync::<ClusterSystemVMsConfigInfoDeploymentMode>();
     assert_send_sync::<ClusterSystemVMsConfigSpec>();
     assert_send_sync::<ClusterTagCategoryUpdateSpec>();
@@ -301,14 +313,15 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<ClusterVmReadinessReadyCondition>();
     assert_send_sync::<ClusterVmToolsMonitoringSettings>();
     #[cfg(feature = "all-faults")] assert_send_sync::<CollectorAddressUnset>();
-    assert_send_sync::<ComplianceFailure>();
+    #[cfg(feature = "admin")] assert_send_sync::<ComplianceFailure>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<ComplianceFailureComplianceFailureValues>();
     #[cfg(feature = "admin")] assert_send_sync::<ComplianceLocator>();
     #[cfg(feature = "admin")] assert_send_sync::<ComplianceProfile>();
-    assert_send_sync::<ComplianceResult>();
+    #[cfg(feature = "admin")] assert_send_sync::<ComplianceResult>();
     assert_send_sync::<ComplianceResultStatus>();
     assert_send_sync::<CompositePolicyOption>();
-    assert_send_sync::<ComputeResourceConfigInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ComputeResourceConfigInfo>();
     assert_send_sync::<ComputeResourceConfigSpec>();
     assert_send_sync::<ComputeResourceEventArgument>();
     #[cfg(feature = "all-faults")]
@@ -333,7 +346,7 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-faults")] assert_send_sync::<CpuIncompatible81EDX>();
     assert_send_sync::<CreateTaskAction>();
     assert_send_sync::<CryptoKeyId>();
-    assert_send_sync::<CryptoKeyPlain>();
+    #[cfg(feature = "admin")] assert_send_sync::<CryptoKeyPlain>();
     #[cfg(feature = "admin")] assert_send_sync::<CryptoKeyResult>();
     assert_send_sync::<CryptoManagerHostKeyManagementType>();
     #[cfg(feature = "admin")] assert_send_sync::<CryptoManagerHostKeyStatus>();
@@ -448,7 +461,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<DVPortgroupSelection>();
     assert_send_sync::<DVSBackupRestoreCapability>();
     assert_send_sync::<DVSCapability>();
-    assert_send_sync::<DVSConfigInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<DVSConfigInfo>();
     assert_send_sync::<DVSConfigSpec>();
     assert_send_sync::<DVSContactInfo>();
     assert_send_sync::<DVSCreateSpec>();
@@ -465,7 +478,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<DVSFilterSpecVmConnecteeSpec>();
     assert_send_sync::<DVSFilterSpecVmknicConnecteeSpec>();
     assert_send_sync::<DVSHealthCheckCapability>();
-    assert_send_sync::<DVSHealthCheckConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<DVSHealthCheckConfig>();
     #[cfg(feature = "all-events")] assert_send_sync::<DVSHostLocalPortInfo>();
     assert_send_sync::<DVSMacLearningPolicy>();
     assert_send_sync::<DVSMacLimitPolicyType>();
@@ -476,17 +489,17 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<DVSNetworkResourceManagementCapability>();
     assert_send_sync::<DVSNetworkResourcePool>();
     assert_send_sync::<DVSNetworkResourcePoolAllocationInfo>();
-    assert_send_sync::<DVSNetworkResourcePoolConfigSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<DVSNetworkResourcePoolConfigSpec>();
     assert_send_sync::<DVSPolicy>();
     assert_send_sync::<DVSRollbackCapability>();
-    assert_send_sync::<DVSRuntimeInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<DVSRuntimeInfo>();
     assert_send_sync::<DVSSecurityPolicy>();
     assert_send_sync::<DVSSelection>();
     assert_send_sync::<DVSSummary>();
     assert_send_sync::<DVSTrafficShapingPolicy>();
     assert_send_sync::<DVSUplinkPortPolicy>();
     assert_send_sync::<DVSVendorSpecificConfig>();
-    assert_send_sync::<DVSVmVnicNetworkResourcePool>();
+    #[cfg(feature = "admin")] assert_send_sync::<DVSVmVnicNetworkResourcePool>();
     #[cfg(feature = "admin")] assert_send_sync::<DailyTaskScheduler>();
     #[cfg(feature = "all-events")]
     assert_send_sync::<DasAdmissionControlDisabledEvent>();
@@ -498,7 +511,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<DasConfigFaultDasConfigFaultReason>();
     #[cfg(feature = "all-events")] assert_send_sync::<DasDisabledEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<DasEnabledEvent>();
-    assert_send_sync::<DasHeartbeatDatastoreInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<DasHeartbeatDatastoreInfo>();
     #[cfg(feature = "all-events")] assert_send_sync::<DasHostFailedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<DasHostIsolatedEvent>();
     assert_send_sync::<DasVmPriority>();
@@ -618,20 +631,25 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<DistributedVirtualPortgroupPortgroupType>();
     assert_send_sync::<DistributedVirtualPortgroupProblem>();
     assert_send_sync::<DistributedVirtualSwitchHostInfrastructureTrafficClass>();
-    assert_send_sync::<DistributedVirtualSwitchHostMember>();
+    #[cfg(feature = "admin")] assert_send_sync::<DistributedVirtualSwitchHostMember>();
     assert_send_sync::<DistributedVirtualSwitchHostMemberBacking>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<DistributedVirtualSwitchHostMemberConfigInfo>();
     assert_send_sync::<DistributedVirtualSwitchHostMemberConfigSpec>();
     assert_send_sync::<DistributedVirtualSwitchHostMemberHostComponentState>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<DistributedVirtualSwitchHostMemberHostPerfNicOffloadState>();
     assert_send_sync::<
         DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus,
     >();
+    #[cfg(feature = "admin")]
     assert_send_sync::<DistributedVirtualSwitchHostMemberHostUplinkState>();
     assert_send_sync::<DistributedVirtualSwitchHostMemberHostUplinkStateState>();
     assert_send_sync::<DistributedVirtualSwitchHostMemberPnicBacking>();
     assert_send_sync::<DistributedVirtualSwitchHostMemberPnicSpec>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<DistributedVirtualSwitchHostMemberRuntimeState>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<DistributedVirtualSwitchHostMemberTransportZoneInfo>();
     assert_send_sync::<DistributedVirtualSwitchHostMemberTransportZoneType>();
     assert_send_sync::<DistributedVirtualSwitchHostProductSpec>();
@@ -751,7 +769,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<DvsRateLimitNetworkRuleAction>();
     #[cfg(feature = "all-events")] assert_send_sync::<DvsReconfiguredEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<DvsRenamedEvent>();
-    assert_send_sync::<DvsResourceRuntimeInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<DvsResourceRuntimeInfo>();
     #[cfg(feature = "all-events")] assert_send_sync::<DvsRestoreEvent>();
     #[cfg(feature = "all-faults")] assert_send_sync::<DvsScopeViolated>();
     assert_send_sync::<DvsServiceConsoleVNicProfile>();
@@ -767,10 +785,11 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")] assert_send_sync::<DvsUpgradeRejectedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<DvsUpgradedEvent>();
     assert_send_sync::<DvsVNicProfile>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<DvsVmVnicNetworkResourcePoolRuntimeInfo>();
-    assert_send_sync::<DvsVmVnicResourceAllocation>();
-    assert_send_sync::<DvsVmVnicResourcePoolConfigSpec>();
-    assert_send_sync::<DvsVnicAllocatedResource>();
+    #[cfg(feature = "admin")] assert_send_sync::<DvsVmVnicResourceAllocation>();
+    #[cfg(feature = "admin")] assert_send_sync::<DvsVmVnicResourcePoolConfigSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<DvsVnicAllocatedResource>();
     assert_send_sync::<DynamicArray>();
     assert_send_sync::<DynamicData>();
     assert_send_sync::<DynamicProperty>();
@@ -890,7 +909,7 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-faults")] assert_send_sync::<FcoeFaultPnicHasNoPortSet>();
     assert_send_sync::<FeatureEVCMode>();
     #[cfg(feature = "all-faults")] assert_send_sync::<FeatureRequirementsNotMet>();
-    assert_send_sync::<FibreChannelPortType>();
+    #[cfg(feature = "admin")] assert_send_sync::<FibreChannelPortType>();
     assert_send_sync::<FileAlreadyExists>();
     #[cfg(feature = "all-faults")] assert_send_sync::<FileBackedPortNotSupported>();
     assert_send_sync::<FileBackedVirtualDiskSpec>();
@@ -1027,30 +1046,31 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-faults")]
     assert_send_sync::<HostAccessRestrictedToManagementServer>();
     assert_send_sync::<HostAccountSpec>();
-    assert_send_sync::<HostActiveDirectory>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostActiveDirectory>();
     assert_send_sync::<HostActiveDirectoryAuthenticationCertificateDigest>();
-    assert_send_sync::<HostActiveDirectoryInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostActiveDirectoryInfo>();
     assert_send_sync::<HostActiveDirectoryInfoDomainMembershipStatus>();
-    assert_send_sync::<HostActiveDirectorySpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostActiveDirectorySpec>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostAddFailedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostAddedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostAdminDisableEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostAdminEnableEvent>();
     assert_send_sync::<HostApplyProfile>();
-    assert_send_sync::<HostAssignableHardwareBinding>();
-    assert_send_sync::<HostAssignableHardwareConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostAssignableHardwareBinding>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostAssignableHardwareConfig>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostAssignableHardwareConfigAttributeOverride>();
-    assert_send_sync::<HostAuthenticationInfo>();
-    assert_send_sync::<HostAuthenticationManagerInfo>();
-    assert_send_sync::<HostAuthenticationStoreInfo>();
-    assert_send_sync::<HostAutoStartManagerConfig>();
-    assert_send_sync::<HostBIOSInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostAuthenticationInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostAuthenticationManagerInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostAuthenticationStoreInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostAutoStartManagerConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostBIOSInfo>();
     assert_send_sync::<HostBIOSInfoFirmwareType>();
-    assert_send_sync::<HostBlockAdapterTargetTransport>();
-    assert_send_sync::<HostBlockHba>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostBlockAdapterTargetTransport>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostBlockHba>();
     #[cfg(feature = "admin")] assert_send_sync::<HostBootDevice>();
     #[cfg(feature = "admin")] assert_send_sync::<HostBootDeviceInfo>();
-    assert_send_sync::<HostCacheConfigurationInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostCacheConfigurationInfo>();
     #[cfg(feature = "admin")] assert_send_sync::<HostCacheConfigurationSpec>();
     assert_send_sync::<HostCapability>();
     assert_send_sync::<HostCapabilityDRTMTypes>();
@@ -1089,9 +1109,9 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostConfigChangeOwner>();
     #[cfg(feature = "all-faults")] assert_send_sync::<HostConfigFailed>();
     #[cfg(feature = "all-faults")] assert_send_sync::<HostConfigFault>();
-    assert_send_sync::<HostConfigInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostConfigInfo>();
     assert_send_sync::<HostConfigManager>();
-    assert_send_sync::<HostConfigSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostConfigSpec>();
     assert_send_sync::<HostConfigSummary>();
     #[cfg(feature = "all-faults")] assert_send_sync::<HostConnectFault>();
     assert_send_sync::<HostConnectInfo>();
@@ -1100,12 +1120,12 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")] assert_send_sync::<HostConnectedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostConnectionLostEvent>();
     assert_send_sync::<HostCpuIdInfo>();
-    assert_send_sync::<HostCpuInfo>();
-    assert_send_sync::<HostCpuPackage>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostCpuInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostCpuPackage>();
     assert_send_sync::<HostCpuPackageVendor>();
-    assert_send_sync::<HostCpuPowerManagementInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostCpuPowerManagementInfo>();
     assert_send_sync::<HostCpuPowerManagementInfoPolicyType>();
-    assert_send_sync::<HostCpuSchedulerInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostCpuSchedulerInfo>();
     assert_send_sync::<HostCpuSchedulerInfoCpuSchedulerPolicyInfo>();
     assert_send_sync::<HostCryptoState>();
     assert_send_sync::<HostDVSConfigSpecSwitchMode>();
@@ -1126,17 +1146,17 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostDatastoreSystemCapabilities>();
     assert_send_sync::<HostDatastoreSystemDatastoreResult>();
     assert_send_sync::<HostDatastoreSystemVvolDatastoreSpec>();
-    assert_send_sync::<HostDateTimeConfig>();
-    assert_send_sync::<HostDateTimeInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostDateTimeConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostDateTimeInfo>();
     assert_send_sync::<HostDateTimeInfoProtocol>();
     #[cfg(feature = "admin")] assert_send_sync::<HostDateTimeSystemServiceTestResult>();
-    assert_send_sync::<HostDateTimeSystemTimeZone>();
-    assert_send_sync::<HostDeploymentInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostDateTimeSystemTimeZone>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostDeploymentInfo>();
     assert_send_sync::<HostDevice>();
-    assert_send_sync::<HostDhcpService>();
-    assert_send_sync::<HostDhcpServiceConfig>();
-    assert_send_sync::<HostDhcpServiceSpec>();
-    assert_send_sync::<HostDiagnosticPartition>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostDhcpService>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostDhcpServiceConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostDhcpServiceSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostDiagnosticPartition>();
     #[cfg(feature = "admin")]
     assert_send_sync::<HostDiagnosticPartitionCreateDescription>();
     #[cfg(feature = "admin")] assert_send_sync::<HostDiagnosticPartitionCreateOption>();
@@ -1144,7 +1164,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostDigestInfo>();
     assert_send_sync::<HostDigestInfoDigestMethodType>();
     assert_send_sync::<HostDigestVerificationSetting>();
-    assert_send_sync::<HostDirectoryStoreInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostDirectoryStoreInfo>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostDisconnectedEvent>();
     assert_send_sync::<HostDisconnectedEventReasonCode>();
     assert_send_sync::<HostDiskConfigurationResult>();
@@ -1164,9 +1184,9 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostDiskPartitionSpec>();
     assert_send_sync::<HostDistributedVirtualSwitchManagerFailoverReason>();
     assert_send_sync::<HostDistributedVirtualSwitchManagerFailoverStage>();
-    assert_send_sync::<HostDnsConfig>();
-    assert_send_sync::<HostDnsConfigSpec>();
-    assert_send_sync::<HostDvxClass>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostDnsConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostDnsConfigSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostDvxClass>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostEnableAdminFailedEvent>();
     assert_send_sync::<HostEnterMaintenanceResult>();
     #[cfg(feature = "admin")] assert_send_sync::<HostEsxAgentHostManagerConfigInfo>();
@@ -1178,54 +1198,56 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostFeatureMask>();
     assert_send_sync::<HostFeatureVersionInfo>();
     assert_send_sync::<HostFeatureVersionKey>();
-    assert_send_sync::<HostFibreChannelHba>();
-    assert_send_sync::<HostFibreChannelOverEthernetHba>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostFibreChannelHba>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostFibreChannelOverEthernetHba>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostFibreChannelOverEthernetHbaLinkInfo>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostFibreChannelOverEthernetTargetTransport>();
-    assert_send_sync::<HostFibreChannelTargetTransport>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostFibreChannelTargetTransport>();
     assert_send_sync::<HostFileAccess>();
-    assert_send_sync::<HostFileSystemMountInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostFileSystemMountInfo>();
     assert_send_sync::<HostFileSystemVolume>();
     assert_send_sync::<HostFileSystemVolumeFileSystemType>();
-    assert_send_sync::<HostFileSystemVolumeInfo>();
-    assert_send_sync::<HostFirewallConfig>();
-    assert_send_sync::<HostFirewallConfigRuleSetConfig>();
-    assert_send_sync::<HostFirewallDefaultPolicy>();
-    assert_send_sync::<HostFirewallInfo>();
-    assert_send_sync::<HostFirewallRule>();
-    assert_send_sync::<HostFirewallRuleDirection>();
-    assert_send_sync::<HostFirewallRulePortType>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostFileSystemVolumeInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostFirewallConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostFirewallConfigRuleSetConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostFirewallDefaultPolicy>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostFirewallInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostFirewallRule>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostFirewallRuleDirection>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostFirewallRulePortType>();
     assert_send_sync::<HostFirewallRuleProtocol>();
-    assert_send_sync::<HostFirewallRuleset>();
-    assert_send_sync::<HostFirewallRulesetIpList>();
-    assert_send_sync::<HostFirewallRulesetIpNetwork>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostFirewallRuleset>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostFirewallRulesetIpList>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostFirewallRulesetIpNetwork>();
     #[cfg(feature = "admin")] assert_send_sync::<HostFirewallRulesetRulesetSpec>();
     assert_send_sync::<HostFirewallSystemRuleSetId>();
     assert_send_sync::<HostFirewallSystemServiceName>();
-    assert_send_sync::<HostFlagInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostFlagInfo>();
     assert_send_sync::<HostForceMountedInfo>();
     assert_send_sync::<HostFru>();
     assert_send_sync::<HostFruFruType>();
     assert_send_sync::<HostGatewaySpec>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostGetShortNameFailedEvent>();
-    assert_send_sync::<HostGraphicsConfig>();
-    assert_send_sync::<HostGraphicsConfigDeviceType>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostGraphicsConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostGraphicsConfigDeviceType>();
     assert_send_sync::<HostGraphicsConfigGraphicsType>();
     assert_send_sync::<HostGraphicsConfigSharedPassthruAssignmentPolicy>();
     assert_send_sync::<HostGraphicsConfigVgpuMode>();
-    assert_send_sync::<HostGraphicsInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostGraphicsInfo>();
     assert_send_sync::<HostGraphicsInfoGraphicsType>();
     assert_send_sync::<HostGraphicsInfoVgpuMode>();
     assert_send_sync::<HostHardwareElementInfo>();
     assert_send_sync::<HostHardwareElementStatus>();
-    assert_send_sync::<HostHardwareInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostHardwareInfo>();
     assert_send_sync::<HostHardwareStatusInfo>();
     assert_send_sync::<HostHardwareSummary>();
     #[cfg(feature = "all-faults")] assert_send_sync::<HostHasComponentFailure>();
     assert_send_sync::<HostHasComponentFailureHostComponentType>();
     #[cfg(feature = "admin")] assert_send_sync::<HostHbaCreateSpec>();
-    assert_send_sync::<HostHostBusAdapter>();
-    assert_send_sync::<HostHyperThreadScheduleInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostHostBusAdapter>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostHyperThreadScheduleInfo>();
     assert_send_sync::<HostImageAcceptanceLevel>();
     #[cfg(feature = "admin")] assert_send_sync::<HostImageProfileSummary>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostInAuditModeEvent>();
@@ -1235,32 +1257,38 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostIncompatibleForFaultToleranceReason>();
     #[cfg(feature = "all-faults")] assert_send_sync::<HostIncompatibleForRecordReplay>();
     assert_send_sync::<HostIncompatibleForRecordReplayReason>();
-    assert_send_sync::<HostInternetScsiHba>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostInternetScsiHba>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostInternetScsiHbaAuthenticationCapabilities>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostInternetScsiHbaAuthenticationProperties>();
     assert_send_sync::<HostInternetScsiHbaChapAuthenticationType>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostInternetScsiHbaDigestCapabilities>();
-    assert_send_sync::<HostInternetScsiHbaDigestProperties>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostInternetScsiHbaDigestProperties>();
     assert_send_sync::<HostInternetScsiHbaDigestType>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostInternetScsiHbaDiscoveryCapabilities>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostInternetScsiHbaDiscoveryProperties>();
-    assert_send_sync::<HostInternetScsiHbaIPCapabilities>();
-    assert_send_sync::<HostInternetScsiHbaIPProperties>();
-    assert_send_sync::<HostInternetScsiHbaIPv6Properties>();
-    assert_send_sync::<HostInternetScsiHbaIscsiIpv6Address>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostInternetScsiHbaIPCapabilities>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostInternetScsiHbaIPProperties>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostInternetScsiHbaIPv6Properties>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostInternetScsiHbaIscsiIpv6Address>();
     assert_send_sync::<HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType>();
     assert_send_sync::<HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostInternetScsiHbaNetworkBindingSupportType>();
     assert_send_sync::<HostInternetScsiHbaParamValue>();
-    assert_send_sync::<HostInternetScsiHbaSendTarget>();
-    assert_send_sync::<HostInternetScsiHbaStaticTarget>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostInternetScsiHbaSendTarget>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostInternetScsiHbaStaticTarget>();
     assert_send_sync::<HostInternetScsiHbaStaticTargetTargetDiscoveryMethod>();
     #[cfg(feature = "admin")] assert_send_sync::<HostInternetScsiHbaTargetSet>();
-    assert_send_sync::<HostInternetScsiTargetTransport>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostInternetScsiTargetTransport>();
     #[cfg(feature = "all-faults")] assert_send_sync::<HostInventoryFull>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostInventoryFullEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostInventoryUnreadableEvent>();
-    assert_send_sync::<HostIoFilterInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostIoFilterInfo>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostIpChangedEvent>();
     assert_send_sync::<HostIpConfig>();
     assert_send_sync::<HostIpConfigIpV6Address>();
@@ -1268,25 +1296,25 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostIpConfigIpV6AddressConfiguration>();
     assert_send_sync::<HostIpConfigIpV6AddressStatus>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostIpInconsistentEvent>();
-    assert_send_sync::<HostIpRouteConfig>();
-    assert_send_sync::<HostIpRouteConfigSpec>();
-    assert_send_sync::<HostIpRouteEntry>();
-    assert_send_sync::<HostIpRouteOp>();
-    assert_send_sync::<HostIpRouteTableConfig>();
-    assert_send_sync::<HostIpRouteTableInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostIpRouteConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostIpRouteConfigSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostIpRouteEntry>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostIpRouteOp>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostIpRouteTableConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostIpRouteTableInfo>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostIpToShortNameFailedEvent>();
-    assert_send_sync::<HostIpmiInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostIpmiInfo>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostIsolationIpPingFailedEvent>();
     assert_send_sync::<HostLicensableResourceInfo>();
     assert_send_sync::<HostLicensableResourceKey>();
     assert_send_sync::<HostLicenseConnectInfo>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostLicenseExpiredEvent>();
-    assert_send_sync::<HostLicenseSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostLicenseSpec>();
     assert_send_sync::<HostListSummary>();
     assert_send_sync::<HostListSummaryGatewaySummary>();
     assert_send_sync::<HostListSummaryQuickStats>();
-    assert_send_sync::<HostLocalAuthenticationInfo>();
-    assert_send_sync::<HostLocalFileSystemVolume>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostLocalAuthenticationInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostLocalFileSystemVolume>();
     assert_send_sync::<HostLocalFileSystemVolumeSpec>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostLocalPortCreatedEvent>();
     assert_send_sync::<HostLockdownMode>();
@@ -1304,12 +1332,12 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostMaintenanceSpecEvacuationMode>();
     assert_send_sync::<HostMaintenanceSpecPurpose>();
     assert_send_sync::<HostMemberHealthCheckResult>();
-    assert_send_sync::<HostMemberRuntimeInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostMemberRuntimeInfo>();
     assert_send_sync::<HostMemberUplinkHealthCheckResult>();
     assert_send_sync::<HostMemoryProfile>();
-    assert_send_sync::<HostMemorySpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostMemorySpec>();
     assert_send_sync::<HostMemoryTierFlags>();
-    assert_send_sync::<HostMemoryTierInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostMemoryTierInfo>();
     assert_send_sync::<HostMemoryTierType>();
     assert_send_sync::<HostMemoryTieringType>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostMissingNetworksEvent>();
@@ -1318,43 +1346,46 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostMountInfoInaccessibleReason>();
     assert_send_sync::<HostMountInfoMountFailedReason>();
     assert_send_sync::<HostMountMode>();
-    assert_send_sync::<HostMultipathInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostMultipathInfo>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostMultipathInfoFixedLogicalUnitPolicy>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostMultipathInfoHppLogicalUnitPolicy>();
-    assert_send_sync::<HostMultipathInfoLogicalUnit>();
-    assert_send_sync::<HostMultipathInfoLogicalUnitPolicy>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostMultipathInfoLogicalUnit>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostMultipathInfoLogicalUnitPolicy>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostMultipathInfoLogicalUnitStorageArrayTypePolicy>();
-    assert_send_sync::<HostMultipathInfoPath>();
-    assert_send_sync::<HostMultipathStateInfo>();
-    assert_send_sync::<HostMultipathStateInfoPath>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostMultipathInfoPath>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostMultipathStateInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostMultipathStateInfoPath>();
     assert_send_sync::<HostNasVolume>();
-    assert_send_sync::<HostNasVolumeConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNasVolumeConfig>();
     assert_send_sync::<HostNasVolumeSecurityType>();
     assert_send_sync::<HostNasVolumeSpec>();
     #[cfg(feature = "admin")] assert_send_sync::<HostNasVolumeUserInfo>();
-    assert_send_sync::<HostNatService>();
-    assert_send_sync::<HostNatServiceConfig>();
-    assert_send_sync::<HostNatServiceNameServiceSpec>();
-    assert_send_sync::<HostNatServicePortForwardSpec>();
-    assert_send_sync::<HostNatServiceSpec>();
-    assert_send_sync::<HostNetCapabilities>();
-    assert_send_sync::<HostNetOffloadCapabilities>();
-    assert_send_sync::<HostNetStackInstance>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNatService>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNatServiceConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNatServiceNameServiceSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNatServicePortForwardSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNatServiceSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNetCapabilities>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNetOffloadCapabilities>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNetStackInstance>();
     assert_send_sync::<HostNetStackInstanceCongestionControlAlgorithmType>();
     assert_send_sync::<HostNetStackInstanceSystemStackKey>();
-    assert_send_sync::<HostNetworkConfig>();
-    assert_send_sync::<HostNetworkConfigNetStackSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNetworkConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNetworkConfigNetStackSpec>();
     #[cfg(feature = "admin")] assert_send_sync::<HostNetworkConfigResult>();
-    assert_send_sync::<HostNetworkInfo>();
-    assert_send_sync::<HostNetworkPolicy>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNetworkInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNetworkPolicy>();
     assert_send_sync::<HostNetworkResourceRuntime>();
-    assert_send_sync::<HostNetworkSecurityPolicy>();
-    assert_send_sync::<HostNetworkTrafficShapingPolicy>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNetworkSecurityPolicy>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNetworkTrafficShapingPolicy>();
     assert_send_sync::<HostNewNetworkConnectInfo>();
     assert_send_sync::<HostNfcConnectionInfo>();
-    assert_send_sync::<HostNicFailureCriteria>();
-    assert_send_sync::<HostNicOrderPolicy>();
-    assert_send_sync::<HostNicTeamingPolicy>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNicFailureCriteria>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNicOrderPolicy>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNicTeamingPolicy>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostNoAvailableNetworksEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostNoHAEnabledPortGroupsEvent>();
     #[cfg(feature = "all-events")]
@@ -1363,39 +1394,39 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostNotConnected>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostNotInClusterEvent>();
     #[cfg(feature = "all-faults")] assert_send_sync::<HostNotReachable>();
-    assert_send_sync::<HostNtpConfig>();
-    assert_send_sync::<HostNumaInfo>();
-    assert_send_sync::<HostNumaNode>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNtpConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNumaInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNumaNode>();
     assert_send_sync::<HostNumericSensorHealthState>();
     assert_send_sync::<HostNumericSensorInfo>();
     assert_send_sync::<HostNumericSensorType>();
     #[cfg(feature = "admin")] assert_send_sync::<HostNvmeConnectSpec>();
-    assert_send_sync::<HostNvmeController>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNvmeController>();
     #[cfg(feature = "admin")] assert_send_sync::<HostNvmeDisconnectSpec>();
     #[cfg(feature = "admin")] assert_send_sync::<HostNvmeDiscoverSpec>();
     #[cfg(feature = "admin")] assert_send_sync::<HostNvmeDiscoveryLog>();
     #[cfg(feature = "admin")] assert_send_sync::<HostNvmeDiscoveryLogEntry>();
     assert_send_sync::<HostNvmeDiscoveryLogSubsystemType>();
     assert_send_sync::<HostNvmeDiscoveryLogTransportRequirements>();
-    assert_send_sync::<HostNvmeNamespace>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNvmeNamespace>();
     assert_send_sync::<HostNvmeOpaqueTransportParameters>();
     assert_send_sync::<HostNvmeOverFibreChannelParameters>();
     assert_send_sync::<HostNvmeOverRdmaParameters>();
     assert_send_sync::<HostNvmeOverTcpParameters>();
     assert_send_sync::<HostNvmeSpec>();
-    assert_send_sync::<HostNvmeTopology>();
-    assert_send_sync::<HostNvmeTopologyInterface>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNvmeTopology>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostNvmeTopologyInterface>();
     assert_send_sync::<HostNvmeTransportParameters>();
     assert_send_sync::<HostNvmeTransportParametersNvmeAddressFamily>();
     assert_send_sync::<HostNvmeTransportType>();
-    assert_send_sync::<HostOpaqueNetworkInfo>();
-    assert_send_sync::<HostOpaqueSwitch>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostOpaqueNetworkInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostOpaqueSwitch>();
     assert_send_sync::<HostOpaqueSwitchOpaqueSwitchState>();
-    assert_send_sync::<HostOpaqueSwitchPhysicalNicZone>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostOpaqueSwitchPhysicalNicZone>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostOvercommittedEvent>();
     assert_send_sync::<HostPMemVolume>();
-    assert_send_sync::<HostParallelScsiHba>();
-    assert_send_sync::<HostParallelScsiTargetTransport>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostParallelScsiHba>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostParallelScsiTargetTransport>();
     assert_send_sync::<HostPartialMaintenanceModeId>();
     assert_send_sync::<HostPartialMaintenanceModeRuntimeInfo>();
     assert_send_sync::<HostPartialMaintenanceModeStatus>();
@@ -1412,29 +1443,29 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostPciDevice>();
     assert_send_sync::<HostPciDeviceDirectPathInfo>();
     #[cfg(feature = "admin")] assert_send_sync::<HostPciPassthruConfig>();
-    assert_send_sync::<HostPciPassthruInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPciPassthruInfo>();
     assert_send_sync::<HostPciPassthruInfoDirectPathDeviceMode>();
-    assert_send_sync::<HostPciPassthruInfoDirectPathState>();
-    assert_send_sync::<HostPcieHba>();
-    assert_send_sync::<HostPcieTargetTransport>();
-    assert_send_sync::<HostPersistentMemoryInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPciPassthruInfoDirectPathState>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPcieHba>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPcieTargetTransport>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPersistentMemoryInfo>();
     assert_send_sync::<HostPlacedVirtualNicIdentifier>();
-    assert_send_sync::<HostPlugStoreTopology>();
-    assert_send_sync::<HostPlugStoreTopologyAdapter>();
-    assert_send_sync::<HostPlugStoreTopologyDevice>();
-    assert_send_sync::<HostPlugStoreTopologyPath>();
-    assert_send_sync::<HostPlugStoreTopologyPlugin>();
-    assert_send_sync::<HostPlugStoreTopologyTarget>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPlugStoreTopology>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPlugStoreTopologyAdapter>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPlugStoreTopologyDevice>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPlugStoreTopologyPath>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPlugStoreTopologyPlugin>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPlugStoreTopologyTarget>();
     assert_send_sync::<HostPnicNetworkResourceInfo>();
-    assert_send_sync::<HostPortGroup>();
-    assert_send_sync::<HostPortGroupConfig>();
-    assert_send_sync::<HostPortGroupPort>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPortGroup>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPortGroupConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPortGroupPort>();
     assert_send_sync::<HostPortGroupProfile>();
-    assert_send_sync::<HostPortGroupSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPortGroupSpec>();
     assert_send_sync::<HostPosixAccountSpec>();
     #[cfg(feature = "all-faults")] assert_send_sync::<HostPowerOpFailed>();
     assert_send_sync::<HostPowerOperationType>();
-    assert_send_sync::<HostPowerPolicy>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPowerPolicy>();
     #[cfg(feature = "all-events")]
     assert_send_sync::<HostPrimaryAgentNotShortNameEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostProfileAppliedEvent>();
@@ -1462,26 +1493,26 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostProtocolEndpoint>();
     assert_send_sync::<HostProtocolEndpointPEType>();
     assert_send_sync::<HostProtocolEndpointProtocolEndpointType>();
-    assert_send_sync::<HostProxySwitch>();
-    assert_send_sync::<HostProxySwitchConfig>();
-    assert_send_sync::<HostProxySwitchEnsInfo>();
-    assert_send_sync::<HostProxySwitchHostLagConfig>();
-    assert_send_sync::<HostProxySwitchSpec>();
-    assert_send_sync::<HostPtpConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostProxySwitch>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostProxySwitchConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostProxySwitchEnsInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostProxySwitchHostLagConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostProxySwitchSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPtpConfig>();
     assert_send_sync::<HostPtpConfigDeviceType>();
-    assert_send_sync::<HostPtpConfigPtpPort>();
-    assert_send_sync::<HostQualifiedName>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostPtpConfigPtpPort>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostQualifiedName>();
     assert_send_sync::<HostQualifiedNameType>();
-    assert_send_sync::<HostRdmaDevice>();
-    assert_send_sync::<HostRdmaDeviceBacking>();
-    assert_send_sync::<HostRdmaDeviceCapability>();
-    assert_send_sync::<HostRdmaDeviceConnectionInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostRdmaDevice>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostRdmaDeviceBacking>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostRdmaDeviceCapability>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostRdmaDeviceConnectionInfo>();
     assert_send_sync::<HostRdmaDeviceConnectionState>();
-    assert_send_sync::<HostRdmaDevicePnicBacking>();
-    assert_send_sync::<HostRdmaHba>();
-    assert_send_sync::<HostRdmaTargetTransport>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostRdmaDevicePnicBacking>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostRdmaHba>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostRdmaTargetTransport>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostReconnectionFailedEvent>();
-    assert_send_sync::<HostReliableMemoryInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostReliableMemoryInfo>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostRemovedEvent>();
     assert_send_sync::<HostReplayUnsupportedReason>();
     assert_send_sync::<HostResignatureRescanResult>();
@@ -1494,28 +1525,28 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostRuntimeInfoStatelessNvdsMigrationState>();
     assert_send_sync::<HostScsiDisk>();
     assert_send_sync::<HostScsiDiskPartition>();
-    assert_send_sync::<HostScsiTopology>();
-    assert_send_sync::<HostScsiTopologyInterface>();
-    assert_send_sync::<HostScsiTopologyLun>();
-    assert_send_sync::<HostScsiTopologyTarget>();
-    assert_send_sync::<HostSecuritySpec>();
-    assert_send_sync::<HostSerialAttachedHba>();
-    assert_send_sync::<HostSerialAttachedTargetTransport>();
-    assert_send_sync::<HostService>();
-    assert_send_sync::<HostServiceConfig>();
-    assert_send_sync::<HostServiceInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostScsiTopology>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostScsiTopologyInterface>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostScsiTopologyLun>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostScsiTopologyTarget>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSecuritySpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSerialAttachedHba>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSerialAttachedTargetTransport>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostService>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostServiceConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostServiceInfo>();
     assert_send_sync::<HostServicePolicy>();
-    assert_send_sync::<HostServiceSourcePackage>();
-    assert_send_sync::<HostServiceTicket>();
-    assert_send_sync::<HostSevInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostServiceSourcePackage>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostServiceTicket>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSevInfo>();
     assert_send_sync::<HostSevInfoSevState>();
-    assert_send_sync::<HostSgxInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSgxInfo>();
     assert_send_sync::<HostSgxInfoFlcModes>();
     assert_send_sync::<HostSgxInfoSgxStates>();
-    assert_send_sync::<HostSgxRegistrationInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSgxRegistrationInfo>();
     assert_send_sync::<HostSgxRegistrationInfoRegistrationStatus>();
     assert_send_sync::<HostSgxRegistrationInfoRegistrationType>();
-    assert_send_sync::<HostSharedGpuCapabilities>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSharedGpuCapabilities>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostShortNameInconsistentEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostShortNameToIpFailedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostShutdownEvent>();
@@ -1530,14 +1561,14 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")] assert_send_sync::<HostSpecificationRequireEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostSpecificationUpdateEvent>();
     #[cfg(feature = "admin")] assert_send_sync::<HostSriovConfig>();
-    assert_send_sync::<HostSriovDevicePoolInfo>();
-    assert_send_sync::<HostSriovInfo>();
-    assert_send_sync::<HostSriovNetworkDevicePoolInfo>();
-    assert_send_sync::<HostSslThumbprintInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSriovDevicePoolInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSriovInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSriovNetworkDevicePoolInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSslThumbprintInfo>();
     assert_send_sync::<HostStandbyMode>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostStatusChangedEvent>();
     #[cfg(feature = "admin")] assert_send_sync::<HostStorageArrayTypePolicyOption>();
-    assert_send_sync::<HostStorageDeviceInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostStorageDeviceInfo>();
     assert_send_sync::<HostStorageElementInfo>();
     assert_send_sync::<HostStorageOperationalInfo>();
     assert_send_sync::<HostStorageProtocol>();
@@ -1548,44 +1579,50 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")] assert_send_sync::<HostSubSpecificationDeleteEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostSubSpecificationUpdateEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<HostSyncFailedEvent>();
-    assert_send_sync::<HostSystemComplianceCheckState>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSystemComplianceCheckState>();
     assert_send_sync::<HostSystemConnectionState>();
     assert_send_sync::<HostSystemHealthInfo>();
     assert_send_sync::<HostSystemIdentificationInfo>();
     assert_send_sync::<HostSystemIdentificationInfoIdentifier>();
-    assert_send_sync::<HostSystemInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSystemInfo>();
     assert_send_sync::<HostSystemPowerState>();
     assert_send_sync::<HostSystemReconnectSpec>();
-    assert_send_sync::<HostSystemRemediationState>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSystemRemediationState>();
     assert_send_sync::<HostSystemRemediationStateState>();
     assert_send_sync::<HostSystemResourceInfo>();
-    assert_send_sync::<HostSystemSwapConfiguration>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostSystemSwapConfiguration>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostSystemSwapConfigurationDatastoreOption>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostSystemSwapConfigurationDisabledOption>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostSystemSwapConfigurationHostCacheOption>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostSystemSwapConfigurationHostLocalSwapOption>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostSystemSwapConfigurationSystemSwapOption>();
-    assert_send_sync::<HostTargetTransport>();
-    assert_send_sync::<HostTcpHba>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostTargetTransport>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostTcpHba>();
     #[cfg(feature = "admin")] assert_send_sync::<HostTcpHbaCreateSpec>();
-    assert_send_sync::<HostTcpTargetTransport>();
-    assert_send_sync::<HostTdxInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostTcpTargetTransport>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostTdxInfo>();
     assert_send_sync::<HostTdxInfoTdxState>();
     assert_send_sync::<HostTpmAttestationInfo>();
     assert_send_sync::<HostTpmAttestationInfoAcceptanceStatus>();
-    assert_send_sync::<HostTpmAttestationReport>();
-    assert_send_sync::<HostTpmBootCompleteEventDetails>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostTpmAttestationReport>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostTpmBootCompleteEventDetails>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostTpmBootSecurityOptionEventDetails>();
-    assert_send_sync::<HostTpmCommandEventDetails>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostTpmCommandEventDetails>();
     assert_send_sync::<HostTpmDigestInfo>();
-    assert_send_sync::<HostTpmEventDetails>();
-    assert_send_sync::<HostTpmEventLogEntry>();
-    assert_send_sync::<HostTpmNvTagEventDetails>();
-    assert_send_sync::<HostTpmOptionEventDetails>();
-    assert_send_sync::<HostTpmSignerEventDetails>();
-    assert_send_sync::<HostTpmSoftwareComponentEventDetails>();
-    assert_send_sync::<HostTpmSystemVersionEventDetails>();
-    assert_send_sync::<HostTpmVersionEventDetails>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostTpmEventDetails>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostTpmEventLogEntry>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostTpmNvTagEventDetails>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostTpmOptionEventDetails>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostTpmSignerEventDetails>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostTpmSoftwareComponentEventDetails>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostTpmSystemVersionEventDetails>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostTpmVersionEventDetails>();
     assert_send_sync::<HostTrustAuthorityAttestationInfo>();
     assert_send_sync::<HostTrustAuthorityAttestationInfoAttestationStatus>();
     assert_send_sync::<HostUnresolvedVmfsExtent>();
@@ -1599,11 +1636,13 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")] assert_send_sync::<HostUpgradeFailedEvent>();
     #[cfg(feature = "all-events")]
     assert_send_sync::<HostUserWorldSwapNotEnabledEvent>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostVFlashManagerVFlashCacheConfigInfo>();
     assert_send_sync::<HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption>();
     #[cfg(feature = "admin")]
     assert_send_sync::<HostVFlashManagerVFlashCacheConfigSpec>();
-    assert_send_sync::<HostVFlashManagerVFlashConfigInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVFlashManagerVFlashConfigInfo>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostVFlashManagerVFlashResourceConfigInfo>();
     #[cfg(feature = "admin")]
     assert_send_sync::<HostVFlashManagerVFlashResourceConfigSpec>();
@@ -1611,30 +1650,31 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<HostVFlashResourceConfigurationResult>();
     assert_send_sync::<HostVMotionCompatibility>();
     assert_send_sync::<HostVMotionConfig>();
-    assert_send_sync::<HostVMotionInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVMotionInfo>();
     assert_send_sync::<HostVMotionManagerDstInstantCloneResult>();
     assert_send_sync::<HostVMotionManagerSrcInstantCloneResult>();
-    assert_send_sync::<HostVMotionNetConfig>();
-    assert_send_sync::<HostVfatVolume>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVMotionNetConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVfatVolume>();
     #[cfg(feature = "admin")] assert_send_sync::<HostVffsSpec>();
     assert_send_sync::<HostVffsVolume>();
-    assert_send_sync::<HostVirtualNic>();
-    assert_send_sync::<HostVirtualNicConfig>();
-    assert_send_sync::<HostVirtualNicConnection>();
-    assert_send_sync::<HostVirtualNicIpRouteSpec>();
-    assert_send_sync::<HostVirtualNicManagerInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVirtualNic>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVirtualNicConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVirtualNicConnection>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVirtualNicIpRouteSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVirtualNicManagerInfo>();
     assert_send_sync::<HostVirtualNicManagerNicType>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<HostVirtualNicManagerNicTypeSelection>();
-    assert_send_sync::<HostVirtualNicOpaqueNetworkSpec>();
-    assert_send_sync::<HostVirtualNicSpec>();
-    assert_send_sync::<HostVirtualSwitch>();
-    assert_send_sync::<HostVirtualSwitchAutoBridge>();
-    assert_send_sync::<HostVirtualSwitchBeaconConfig>();
-    assert_send_sync::<HostVirtualSwitchBondBridge>();
-    assert_send_sync::<HostVirtualSwitchBridge>();
-    assert_send_sync::<HostVirtualSwitchConfig>();
-    assert_send_sync::<HostVirtualSwitchSimpleBridge>();
-    assert_send_sync::<HostVirtualSwitchSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVirtualNicOpaqueNetworkSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVirtualNicSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVirtualSwitch>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVirtualSwitchAutoBridge>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVirtualSwitchBeaconConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVirtualSwitchBondBridge>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVirtualSwitchBridge>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVirtualSwitchConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVirtualSwitchSimpleBridge>();
+    #[cfg(feature = "admin")] assert_send_sync::<HostVirtualSwitchSpec>();
     assert_send_sync::<HostVmciAccessManagerAccessSpec>();
     assert_send_sync::<HostVmciAccessManagerMode>();
     assert_send_sync::<HostVmfsRescanResult>();
@@ -2278,7 +2318,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<PhysicalNic>();
     #[cfg(feature = "admin")] assert_send_sync::<PhysicalNicCdpDeviceCapability>();
     #[cfg(feature = "admin")] assert_send_sync::<PhysicalNicCdpInfo>();
-    assert_send_sync::<PhysicalNicConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<PhysicalNicConfig>();
     assert_send_sync::<PhysicalNicHint>();
     #[cfg(feature = "admin")] assert_send_sync::<PhysicalNicHintInfo>();
     #[cfg(feature = "admin")] assert_send_sync::<PhysicalNicIpHint>();
@@ -2312,8 +2352,8 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "admin")] assert_send_sync::<PosixUserSearchResult>();
     #[cfg(feature = "all-faults")] assert_send_sync::<PowerOnFtSecondaryFailed>();
     #[cfg(feature = "all-faults")] assert_send_sync::<PowerOnFtSecondaryTimedout>();
-    assert_send_sync::<PowerSystemCapability>();
-    assert_send_sync::<PowerSystemInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<PowerSystemCapability>();
+    #[cfg(feature = "admin")] assert_send_sync::<PowerSystemInfo>();
     #[cfg(feature = "admin")] assert_send_sync::<PrivilegeAvailability>();
     assert_send_sync::<PrivilegePolicyDef>();
     assert_send_sync::<ProductComponentInfo>();
@@ -2332,8 +2372,8 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")] assert_send_sync::<ProfileDissociatedEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<ProfileEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<ProfileEventArgument>();
-    assert_send_sync::<ProfileExecuteError>();
-    assert_send_sync::<ProfileExecuteResult>();
+    #[cfg(feature = "admin")] assert_send_sync::<ProfileExecuteError>();
+    #[cfg(feature = "admin")] assert_send_sync::<ProfileExecuteResult>();
     assert_send_sync::<ProfileExecuteResultStatus>();
     #[cfg(feature = "admin")] assert_send_sync::<ProfileExpression>();
     #[cfg(feature = "admin")] assert_send_sync::<ProfileExpressionMetadata>();
@@ -2442,7 +2482,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<RunScriptAction>();
     assert_send_sync::<RuntimeFault>();
     assert_send_sync::<SAMLTokenAuthentication>();
-    assert_send_sync::<SDDCBase>();
+    #[cfg(feature = "admin")] assert_send_sync::<SDDCBase>();
     #[cfg(feature = "all-faults")] assert_send_sync::<SSLDisabledFault>();
     #[cfg(feature = "all-faults")] assert_send_sync::<SSLVerifyFault>();
     assert_send_sync::<SSPIAuthentication>();
@@ -2499,7 +2539,7 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-events")] assert_send_sync::<ServerLicenseExpiredEvent>();
     #[cfg(feature = "all-events")] assert_send_sync::<ServerStartedSessionEvent>();
     assert_send_sync::<ServiceConsolePortGroupProfile>();
-    assert_send_sync::<ServiceConsoleReservationInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<ServiceConsoleReservationInfo>();
     assert_send_sync::<ServiceContent>();
     assert_send_sync::<ServiceLocator>();
     assert_send_sync::<ServiceLocatorCredential>();
@@ -2786,21 +2826,21 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-faults")] assert_send_sync::<VMotionNotLicensed>();
     #[cfg(feature = "all-faults")] assert_send_sync::<VMotionNotSupported>();
     #[cfg(feature = "all-faults")] assert_send_sync::<VMotionProtocolIncompatible>();
-    assert_send_sync::<VMwareDVSConfigInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<VMwareDVSConfigInfo>();
     assert_send_sync::<VMwareDVSConfigSpec>();
     assert_send_sync::<VMwareDVSFeatureCapability>();
     assert_send_sync::<VMwareDVSHealthCheckCapability>();
-    assert_send_sync::<VMwareDVSHealthCheckConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<VMwareDVSHealthCheckConfig>();
     assert_send_sync::<VMwareDVSMtuHealthCheckResult>();
     assert_send_sync::<VMwareDVSPortSetting>();
     assert_send_sync::<VMwareDVSPortgroupPolicy>();
     assert_send_sync::<VMwareDVSPvlanConfigSpec>();
     assert_send_sync::<VMwareDVSPvlanMapEntry>();
-    assert_send_sync::<VMwareDVSTeamingHealthCheckConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<VMwareDVSTeamingHealthCheckConfig>();
     assert_send_sync::<VMwareDVSTeamingHealthCheckResult>();
     assert_send_sync::<VMwareDVSTeamingMatchStatus>();
     assert_send_sync::<VMwareDVSVlanHealthCheckResult>();
-    assert_send_sync::<VMwareDVSVlanMtuHealthCheckConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<VMwareDVSVlanMtuHealthCheckConfig>();
     assert_send_sync::<VMwareDVSVspanCapability>();
     assert_send_sync::<VMwareDVSVspanConfigSpec>();
     assert_send_sync::<VMwareDVSVspanSessionEncapType>();
@@ -2809,11 +2849,11 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<VMwareDvsIpfixCapability>();
     assert_send_sync::<VMwareDvsLacpApiVersion>();
     assert_send_sync::<VMwareDvsLacpCapability>();
-    assert_send_sync::<VMwareDvsLacpGroupConfig>();
-    assert_send_sync::<VMwareDvsLacpGroupSpec>();
+    #[cfg(feature = "admin")] assert_send_sync::<VMwareDvsLacpGroupConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<VMwareDvsLacpGroupSpec>();
     assert_send_sync::<VMwareDvsLacpLoadBalanceAlgorithm>();
-    assert_send_sync::<VMwareDvsLagIpfixConfig>();
-    assert_send_sync::<VMwareDvsLagVlanConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<VMwareDvsLagIpfixConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<VMwareDvsLagVlanConfig>();
     assert_send_sync::<VMwareDvsMtuCapability>();
     assert_send_sync::<VMwareDvsMulticastFilteringMode>();
     assert_send_sync::<VMwareDvsPerfNicOffloadCapability>();
@@ -2864,20 +2904,21 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<VchaState>();
     assert_send_sync::<Vec<AlarmState>>();
     assert_send_sync::<Vec<AlarmTriggeringActionTransitionSpec>>();
-    assert_send_sync::<Vec<AnswerFileStatusError>>();
-    assert_send_sync::<Vec<AnswerFileStatusResult>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<AnswerFileStatusError>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<AnswerFileStatusResult>>();
     #[cfg(feature = "all-faults")] assert_send_sync::<Vec<AnswerFileUpdateFailure>>();
     assert_send_sync::<Vec<AnyAlarmAction>>();
     assert_send_sync::<Vec<AnyAlarmExpression>>();
     assert_send_sync::<Vec<AnyApplyProfile>>();
     assert_send_sync::<Vec<AnyClusterAction>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<AnyClusterComputeResourceValidationResultBase>>();
     assert_send_sync::<Vec<AnyClusterDrsFaultsFaultsByVm>>();
     assert_send_sync::<Vec<AnyClusterGroupInfo>>();
     assert_send_sync::<Vec<AnyClusterRuleInfo>>();
     assert_send_sync::<Vec<AnyCustomFieldValue>>();
     assert_send_sync::<Vec<AnyCustomizationIpV6Generator>>();
-    assert_send_sync::<Vec<AnyDVSHealthCheckConfig>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<AnyDVSHealthCheckConfig>>();
     assert_send_sync::<Vec<AnyDirectPathProfileManagerCapacityQuerySpec>>();
     assert_send_sync::<Vec<AnyDirectPathProfileManagerCapacityResult>>();
     assert_send_sync::<Vec<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>>();
@@ -2889,16 +2930,17 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<AnyFileQuery>>();
     assert_send_sync::<Vec<AnyGuestAuthSubject>>();
     assert_send_sync::<Vec<AnyHostAccountSpec>>();
-    assert_send_sync::<Vec<AnyHostAuthenticationStoreInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<AnyHostAuthenticationStoreInfo>>();
     assert_send_sync::<Vec<AnyHostConnectInfoNetworkInfo>>();
     assert_send_sync::<Vec<AnyHostDatastoreConnectInfo>>();
     assert_send_sync::<Vec<AnyHostHardwareElementInfo>>();
-    assert_send_sync::<Vec<AnyHostHostBusAdapter>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<AnyHostHostBusAdapter>>();
     assert_send_sync::<Vec<AnyHostMemberHealthCheckResult>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<AnyHostPciPassthruConfig>>();
-    assert_send_sync::<Vec<AnyHostPciPassthruInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<AnyHostPciPassthruInfo>>();
     assert_send_sync::<Vec<AnyHostProfilesEntityCustomizations>>();
-    assert_send_sync::<Vec<AnyHostSriovDevicePoolInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<AnyHostSriovDevicePoolInfo>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<AnyHostSystemSwapConfigurationSystemSwapOption>>();
     assert_send_sync::<Vec<AnyImportSpec>>();
     assert_send_sync::<Vec<AnyMethodFault>>();
@@ -2928,31 +2970,41 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<AnyVsanUpgradeSystemPreflightCheckIssue>>();
     #[cfg(feature = "admin")]
     assert_send_sync::<Vec<AnyVsanUpgradeSystemUpgradeHistoryItem>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<ApplyHostProfileConfigurationResult>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<ApplyHostProfileConfigurationSpec>>();
     #[cfg(feature = "all-faults")]
     assert_send_sync::<Vec<AuthenticationRequiredChallenge>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<AuthorizationPrivilege>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<AuthorizationRole>>();
-    assert_send_sync::<Vec<AutoStartPowerInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<AutoStartPowerInfo>>();
     #[cfg(feature = "all-events")] assert_send_sync::<Vec<ChangesInfoEventArgument>>();
     assert_send_sync::<Vec<CheckResult>>();
     assert_send_sync::<Vec<ClusterActionHistory>>();
     assert_send_sync::<Vec<ClusterAttemptedVmInfo>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<ClusterComputeResourceDVSSetting>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<
         Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>,
     >();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<ClusterComputeResourceDvsProfile>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<
         Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>,
     >();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<ClusterComputeResourceHostConfigurationInput>>();
     assert_send_sync::<Vec<ClusterComputeResourceHostEvacuationInfo>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<ClusterComputeResourceHostVmkNicInfo>>();
     assert_send_sync::<Vec<ClusterComputeResourceVcsSlots>>();
-    assert_send_sync::<Vec<ClusterDasAamNodeState>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ClusterDasAamNodeState>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>>();
     assert_send_sync::<Vec<ClusterDasVmConfigInfo>>();
     assert_send_sync::<Vec<ClusterDasVmConfigSpec>>();
@@ -2961,7 +3013,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<ClusterDpmHostConfigSpec>>();
     assert_send_sync::<Vec<ClusterDrsFaults>>();
     assert_send_sync::<Vec<ClusterDrsMigration>>();
-    assert_send_sync::<Vec<ClusterDrsRecommendation>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ClusterDrsRecommendation>>();
     assert_send_sync::<Vec<ClusterDrsVmConfigInfo>>();
     assert_send_sync::<Vec<ClusterDrsVmConfigSpec>>();
     assert_send_sync::<Vec<ClusterEVCManagerCheckResult>>();
@@ -2975,16 +3027,17 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<ClusterTagCategoryUpdateSpec>>();
     assert_send_sync::<Vec<ClusterVmOrchestrationInfo>>();
     assert_send_sync::<Vec<ClusterVmOrchestrationSpec>>();
-    assert_send_sync::<Vec<ComplianceFailure>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ComplianceFailure>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<ComplianceFailureComplianceFailureValues>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<ComplianceLocator>>();
-    assert_send_sync::<Vec<ComplianceResult>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ComplianceResult>>();
     #[cfg(feature = "all-faults")]
     assert_send_sync::<Vec<ComputeResourceHostSPBMLicenseInfo>>();
     #[cfg(feature = "all-faults")]
     assert_send_sync::<Vec<ConflictingConfigurationConfig>>();
     assert_send_sync::<Vec<CryptoKeyId>>();
-    assert_send_sync::<Vec<CryptoKeyPlain>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<CryptoKeyPlain>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<CryptoKeyResult>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<CryptoManagerHostKeyStatus>>();
     assert_send_sync::<Vec<CryptoManagerKmipClusterStatus>>();
@@ -2998,9 +3051,10 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<DVPortgroupConfigSpec>>();
     assert_send_sync::<Vec<DVSManagerPhysicalNicsList>>();
     assert_send_sync::<Vec<DVSNetworkResourcePool>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<DVSNetworkResourcePoolConfigSpec>>();
-    assert_send_sync::<Vec<DVSVmVnicNetworkResourcePool>>();
-    assert_send_sync::<Vec<DasHeartbeatDatastoreInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<DVSVmVnicNetworkResourcePool>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<DasHeartbeatDatastoreInfo>>();
     assert_send_sync::<Vec<DatacenterBasicConnectInfo>>();
     #[cfg(feature = "all-faults")] assert_send_sync::<Vec<DatacenterMismatchArgument>>();
     assert_send_sync::<Vec<DatastoreHostMount>>();
@@ -3014,10 +3068,13 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<DistributedVirtualPort>>();
     assert_send_sync::<Vec<DistributedVirtualPortgroupInfo>>();
     assert_send_sync::<Vec<DistributedVirtualPortgroupProblem>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<DistributedVirtualSwitchHostMember>>();
     assert_send_sync::<Vec<DistributedVirtualSwitchHostMemberConfigSpec>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<DistributedVirtualSwitchHostMemberHostUplinkState>>();
     assert_send_sync::<Vec<DistributedVirtualSwitchHostMemberPnicSpec>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>>();
     assert_send_sync::<Vec<DistributedVirtualSwitchHostProductSpec>>();
     assert_send_sync::<Vec<DistributedVirtualSwitchInfo>>();
@@ -3038,9 +3095,10 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<DvsProfile>>();
     assert_send_sync::<Vec<DvsServiceConsoleVNicProfile>>();
     assert_send_sync::<Vec<DvsTrafficRule>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<DvsVmVnicNetworkResourcePoolRuntimeInfo>>();
-    assert_send_sync::<Vec<DvsVmVnicResourcePoolConfigSpec>>();
-    assert_send_sync::<Vec<DvsVnicAllocatedResource>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<DvsVmVnicResourcePoolConfigSpec>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<DvsVnicAllocatedResource>>();
     assert_send_sync::<Vec<DynamicProperty>>();
     assert_send_sync::<Vec<EVCMode>>();
     assert_send_sync::<Vec<EntityBackupConfig>>();
@@ -3089,23 +3147,24 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "admin")] assert_send_sync::<Vec<HealthUpdate>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<HealthUpdateInfo>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<HostAccessControlEntry>>();
-    assert_send_sync::<Vec<HostActiveDirectory>>();
-    assert_send_sync::<Vec<HostAssignableHardwareBinding>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostActiveDirectory>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostAssignableHardwareBinding>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<HostAssignableHardwareConfigAttributeOverride>>();
-    assert_send_sync::<Vec<HostAuthenticationInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostAuthenticationInfo>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<HostBootDevice>>();
-    assert_send_sync::<Vec<HostCacheConfigurationInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostCacheConfigurationInfo>>();
     #[cfg(feature = "admin")]
     assert_send_sync::<Vec<HostCertificateManagerCertificateInfo>>();
     assert_send_sync::<Vec<HostConnectSpec>>();
     assert_send_sync::<Vec<HostCpuIdInfo>>();
-    assert_send_sync::<Vec<HostCpuPackage>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostCpuPackage>>();
     assert_send_sync::<Vec<HostDatastoreBrowserSearchResults>>();
     assert_send_sync::<Vec<HostDatastoreSystemDatastoreResult>>();
-    assert_send_sync::<Vec<HostDateTimeSystemTimeZone>>();
-    assert_send_sync::<Vec<HostDhcpService>>();
-    assert_send_sync::<Vec<HostDhcpServiceConfig>>();
-    assert_send_sync::<Vec<HostDiagnosticPartition>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostDateTimeSystemTimeZone>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostDhcpService>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostDhcpServiceConfig>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostDiagnosticPartition>>();
     #[cfg(feature = "admin")]
     assert_send_sync::<Vec<HostDiagnosticPartitionCreateOption>>();
     assert_send_sync::<Vec<HostDiskConfigurationResult>>();
@@ -3113,93 +3172,94 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<HostDiskPartitionAttributes>>();
     assert_send_sync::<Vec<HostDiskPartitionBlockRange>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<HostDiskPartitionInfo>>();
-    assert_send_sync::<Vec<HostDvxClass>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostDvxClass>>();
     assert_send_sync::<Vec<HostEventArgument>>();
     assert_send_sync::<Vec<HostFeatureCapability>>();
     assert_send_sync::<Vec<HostFeatureMask>>();
     assert_send_sync::<Vec<HostFeatureVersionInfo>>();
-    assert_send_sync::<Vec<HostFileSystemMountInfo>>();
-    assert_send_sync::<Vec<HostFirewallConfigRuleSetConfig>>();
-    assert_send_sync::<Vec<HostFirewallRule>>();
-    assert_send_sync::<Vec<HostFirewallRuleset>>();
-    assert_send_sync::<Vec<HostFirewallRulesetIpNetwork>>();
-    assert_send_sync::<Vec<HostGraphicsConfigDeviceType>>();
-    assert_send_sync::<Vec<HostGraphicsInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostFileSystemMountInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostFirewallConfigRuleSetConfig>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostFirewallRule>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostFirewallRuleset>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostFirewallRulesetIpNetwork>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostGraphicsConfigDeviceType>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostGraphicsInfo>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<HostInternetScsiHbaIscsiIpv6Address>>();
     assert_send_sync::<Vec<HostInternetScsiHbaParamValue>>();
-    assert_send_sync::<Vec<HostInternetScsiHbaSendTarget>>();
-    assert_send_sync::<Vec<HostInternetScsiHbaStaticTarget>>();
-    assert_send_sync::<Vec<HostIoFilterInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostInternetScsiHbaSendTarget>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostInternetScsiHbaStaticTarget>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostIoFilterInfo>>();
     assert_send_sync::<Vec<HostIpConfigIpV6Address>>();
-    assert_send_sync::<Vec<HostIpRouteEntry>>();
-    assert_send_sync::<Vec<HostIpRouteOp>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostIpRouteEntry>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostIpRouteOp>>();
     assert_send_sync::<Vec<HostLowLevelProvisioningManagerDiskLayoutSpec>>();
     assert_send_sync::<Vec<HostLowLevelProvisioningManagerFileDeleteResult>>();
     assert_send_sync::<Vec<HostLowLevelProvisioningManagerFileDeleteSpec>>();
     assert_send_sync::<Vec<HostLowLevelProvisioningManagerFileReserveResult>>();
     assert_send_sync::<Vec<HostLowLevelProvisioningManagerFileReserveSpec>>();
     assert_send_sync::<Vec<HostLowLevelProvisioningManagerSnapshotLayoutSpec>>();
-    assert_send_sync::<Vec<HostMemberRuntimeInfo>>();
-    assert_send_sync::<Vec<HostMemoryTierInfo>>();
-    assert_send_sync::<Vec<HostMultipathInfoLogicalUnit>>();
-    assert_send_sync::<Vec<HostMultipathInfoPath>>();
-    assert_send_sync::<Vec<HostMultipathStateInfoPath>>();
-    assert_send_sync::<Vec<HostNasVolumeConfig>>();
-    assert_send_sync::<Vec<HostNatService>>();
-    assert_send_sync::<Vec<HostNatServiceConfig>>();
-    assert_send_sync::<Vec<HostNatServicePortForwardSpec>>();
-    assert_send_sync::<Vec<HostNetStackInstance>>();
-    assert_send_sync::<Vec<HostNetworkConfigNetStackSpec>>();
-    assert_send_sync::<Vec<HostNumaNode>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostMemberRuntimeInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostMemoryTierInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostMultipathInfoLogicalUnit>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostMultipathInfoPath>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostMultipathStateInfoPath>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostNasVolumeConfig>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostNatService>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostNatServiceConfig>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostNatServicePortForwardSpec>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostNetStackInstance>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostNetworkConfigNetStackSpec>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostNumaNode>>();
     assert_send_sync::<Vec<HostNumericSensorInfo>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<HostNvmeConnectSpec>>();
-    assert_send_sync::<Vec<HostNvmeController>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostNvmeController>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<HostNvmeDisconnectSpec>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<HostNvmeDiscoveryLogEntry>>();
-    assert_send_sync::<Vec<HostNvmeNamespace>>();
-    assert_send_sync::<Vec<HostNvmeTopologyInterface>>();
-    assert_send_sync::<Vec<HostOpaqueNetworkInfo>>();
-    assert_send_sync::<Vec<HostOpaqueSwitch>>();
-    assert_send_sync::<Vec<HostOpaqueSwitchPhysicalNicZone>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostNvmeNamespace>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostNvmeTopologyInterface>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostOpaqueNetworkInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostOpaqueSwitch>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostOpaqueSwitchPhysicalNicZone>>();
     assert_send_sync::<Vec<HostPartialMaintenanceModeRuntimeInfo>>();
     assert_send_sync::<Vec<HostPatchManagerStatus>>();
     assert_send_sync::<Vec<HostPatchManagerStatusPrerequisitePatch>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<HostPathSelectionPolicyOption>>();
     assert_send_sync::<Vec<HostPciDevice>>();
     assert_send_sync::<Vec<HostPlacedVirtualNicIdentifier>>();
-    assert_send_sync::<Vec<HostPlugStoreTopologyAdapter>>();
-    assert_send_sync::<Vec<HostPlugStoreTopologyDevice>>();
-    assert_send_sync::<Vec<HostPlugStoreTopologyPath>>();
-    assert_send_sync::<Vec<HostPlugStoreTopologyPlugin>>();
-    assert_send_sync::<Vec<HostPlugStoreTopologyTarget>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostPlugStoreTopologyAdapter>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostPlugStoreTopologyDevice>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostPlugStoreTopologyPath>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostPlugStoreTopologyPlugin>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostPlugStoreTopologyTarget>>();
     assert_send_sync::<Vec<HostPnicNetworkResourceInfo>>();
-    assert_send_sync::<Vec<HostPortGroup>>();
-    assert_send_sync::<Vec<HostPortGroupConfig>>();
-    assert_send_sync::<Vec<HostPortGroupPort>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostPortGroup>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostPortGroupConfig>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostPortGroupPort>>();
     assert_send_sync::<Vec<HostPortGroupProfile>>();
-    assert_send_sync::<Vec<HostPowerPolicy>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostPowerPolicy>>();
     assert_send_sync::<Vec<HostProfileManagerCompositionResultResultElement>>();
     assert_send_sync::<
         Vec<HostProfileManagerCompositionValidationResultResultElement>,
     >();
     assert_send_sync::<Vec<HostProtocolEndpoint>>();
-    assert_send_sync::<Vec<HostProxySwitch>>();
-    assert_send_sync::<Vec<HostProxySwitchConfig>>();
-    assert_send_sync::<Vec<HostProxySwitchHostLagConfig>>();
-    assert_send_sync::<Vec<HostPtpConfigPtpPort>>();
-    assert_send_sync::<Vec<HostQualifiedName>>();
-    assert_send_sync::<Vec<HostRdmaDevice>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostProxySwitch>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostProxySwitchConfig>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostProxySwitchHostLagConfig>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostPtpConfigPtpPort>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostQualifiedName>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostRdmaDevice>>();
     assert_send_sync::<Vec<HostRuntimeInfoNetStackInstanceRuntimeInfo>>();
     assert_send_sync::<Vec<HostScsiDisk>>();
     assert_send_sync::<Vec<HostScsiDiskPartition>>();
-    assert_send_sync::<Vec<HostScsiTopologyInterface>>();
-    assert_send_sync::<Vec<HostScsiTopologyLun>>();
-    assert_send_sync::<Vec<HostScsiTopologyTarget>>();
-    assert_send_sync::<Vec<HostService>>();
-    assert_send_sync::<Vec<HostServiceConfig>>();
-    assert_send_sync::<Vec<HostSharedGpuCapabilities>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostScsiTopologyInterface>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostScsiTopologyLun>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostScsiTopologyTarget>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostService>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostServiceConfig>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostSharedGpuCapabilities>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<HostSnmpDestination>>();
-    assert_send_sync::<Vec<HostSslThumbprintInfo>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostSslThumbprintInfo>>();
     #[cfg(feature = "admin")]
     assert_send_sync::<Vec<HostStorageArrayTypePolicyOption>>();
     assert_send_sync::<Vec<HostStorageElementInfo>>();
@@ -3211,7 +3271,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<HostSystemIdentificationInfo>>();
     assert_send_sync::<Vec<HostSystemResourceInfo>>();
     assert_send_sync::<Vec<HostTpmDigestInfo>>();
-    assert_send_sync::<Vec<HostTpmEventLogEntry>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostTpmEventLogEntry>>();
     assert_send_sync::<Vec<HostTrustAuthorityAttestationInfo>>();
     assert_send_sync::<Vec<HostUnresolvedVmfsExtent>>();
     #[cfg(feature = "admin")]
@@ -3223,11 +3283,12 @@ fn any_enum_variants_are_send_and_sync() {
         Vec<HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption>,
     >();
     assert_send_sync::<Vec<HostVMotionCompatibility>>();
-    assert_send_sync::<Vec<HostVirtualNic>>();
-    assert_send_sync::<Vec<HostVirtualNicConfig>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostVirtualNic>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostVirtualNicConfig>>();
+    #[cfg(feature = "admin")]
     assert_send_sync::<Vec<HostVirtualNicManagerNicTypeSelection>>();
-    assert_send_sync::<Vec<HostVirtualSwitch>>();
-    assert_send_sync::<Vec<HostVirtualSwitchConfig>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostVirtualSwitch>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<HostVirtualSwitchConfig>>();
     assert_send_sync::<Vec<HostVmciAccessManagerAccessSpec>>();
     assert_send_sync::<Vec<HostVmfsRescanResult>>();
     #[cfg(feature = "admin")]
@@ -3319,7 +3380,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<Permission>>();
     assert_send_sync::<Vec<PermissionProfile>>();
     assert_send_sync::<Vec<PhysicalNic>>();
-    assert_send_sync::<Vec<PhysicalNicConfig>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<PhysicalNicConfig>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<PhysicalNicHintInfo>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<PhysicalNicIpHint>>();
     assert_send_sync::<Vec<PhysicalNicLinkInfo>>();
@@ -3334,7 +3395,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<ProfileApplyProfileProperty>>();
     assert_send_sync::<Vec<ProfileDeferredPolicyOptionParameter>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<ProfileDescriptionSection>>();
-    assert_send_sync::<Vec<ProfileExecuteError>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<ProfileExecuteError>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<ProfileExpressionMetadata>>();
     #[cfg(feature = "admin")] assert_send_sync::<Vec<ProfileMetadata>>();
     #[cfg(feature = "admin")]
@@ -3403,8 +3464,8 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<VMwareDVSPvlanConfigSpec>>();
     assert_send_sync::<Vec<VMwareDVSPvlanMapEntry>>();
     assert_send_sync::<Vec<VMwareDVSVspanConfigSpec>>();
-    assert_send_sync::<Vec<VMwareDvsLacpGroupConfig>>();
-    assert_send_sync::<Vec<VMwareDvsLacpGroupSpec>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<VMwareDvsLacpGroupConfig>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<VMwareDvsLacpGroupSpec>>();
     assert_send_sync::<Vec<VMwareVspanSession>>();
     assert_send_sync::<Vec<VStorageObjectAssociations>>();
     assert_send_sync::<Vec<VStorageObjectAssociationsVmDiskAssociations>>();
@@ -3472,7 +3533,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<Vec<VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo>>();
     assert_send_sync::<Vec<VirtualMachineVgpuDeviceInfo>>();
     assert_send_sync::<Vec<VirtualMachineVgpuProfileInfo>>();
-    assert_send_sync::<Vec<VirtualNicManagerNetConfig>>();
+    #[cfg(feature = "admin")] assert_send_sync::<Vec<VirtualNicManagerNetConfig>>();
     assert_send_sync::<Vec<VirtualPCIPassthroughAllowedDevice>>();
     assert_send_sync::<Vec<VirtualSCSISharing>>();
     assert_send_sync::<Vec<VirtualSwitchProfile>>();
@@ -3732,7 +3793,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<VirtualMachineInstantCloneSpec>();
     assert_send_sync::<VirtualMachineLegacyNetworkSwitchInfo>();
     assert_send_sync::<VirtualMachineMemoryAllocationPolicy>();
-    assert_send_sync::<VirtualMachineMemoryReservationInfo>();
+    #[cfg(feature = "admin")] assert_send_sync::<VirtualMachineMemoryReservationInfo>();
     #[cfg(feature = "admin")] assert_send_sync::<VirtualMachineMemoryReservationSpec>();
     assert_send_sync::<VirtualMachineMessage>();
     assert_send_sync::<VirtualMachineMetadataManagerVmMetadata>();
@@ -3843,7 +3904,7 @@ fn any_enum_variants_are_send_and_sync() {
     assert_send_sync::<VirtualNVMEController>();
     assert_send_sync::<VirtualNVMEControllerOption>();
     assert_send_sync::<VirtualNVMEControllerSharing>();
-    assert_send_sync::<VirtualNicManagerNetConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<VirtualNicManagerNetConfig>();
     assert_send_sync::<VirtualPCIController>();
     assert_send_sync::<VirtualPCIControllerOption>();
     assert_send_sync::<VirtualPCIPassthrough>();
@@ -4168,7 +4229,7 @@ fn any_enum_variants_are_send_and_sync() {
     #[cfg(feature = "all-faults")] assert_send_sync::<VramLimitLicense>();
     assert_send_sync::<VsanClusterConfigInfo>();
     assert_send_sync::<VsanClusterConfigInfoHostDefaultInfo>();
-    assert_send_sync::<VsanClusterCoreConfig>();
+    #[cfg(feature = "admin")] assert_send_sync::<VsanClusterCoreConfig>();
     assert_send_sync::<VsanClusterCoreConfigSpec>();
     #[cfg(feature = "all-faults")] assert_send_sync::<VsanClusterUuidMismatch>();
     assert_send_sync::<VsanDatastoreInfo>();

@@ -583,6 +583,11 @@ pub trait ManagedObjectType:
     /// The managed object type name (`VirtualMachine`).
     const TYPE_NAME: &'static str;
 
+    /// The type's properties the struct does not hold, each with the cargo
+    /// feature of vsphere-client that compiles it in (`("config", "admin")`
+    /// for `HostSystem` without `admin`).
+    const LEFT_OUT: &'static [(&'static str, &'static str)] = &[];
+
     /// The reference the properties were retrieved from.
     fn mo_ref(&self) -> &ManagedObjectReference;
 

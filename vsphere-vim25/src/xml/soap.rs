@@ -190,9 +190,10 @@ single_return_value!(
     i64,
     DateTime,
     crate::types::AnyApplyProfile,
-    crate::types::AnyGuestAuthentication,
-    crate::types::AnyProfileExecuteResult
+    crate::types::AnyGuestAuthentication
 );
+#[cfg(feature = "admin")]
+single_return_value!(crate::types::AnyProfileExecuteResult);
 
 /// The SOAP response document a server sends for a request of type `R`
 /// that returned `response`.

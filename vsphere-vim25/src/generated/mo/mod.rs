@@ -6,8 +6,9 @@
 use super::types::*;
 use crate::xml as x;
 
-include!("alarm_to_datastore.rs");
-include!("diagnostic_to_host.rs");
+include!("alarm_to_datacenter.rs");
+include!("datastore_to_guest.rs");
+include!("health_to_host.rs");
 include!("http_to_property.rs");
 include!("resource_to_view.rs");
 include!("virtual_to_vsan.rs");

@@ -542,14 +542,17 @@ pub struct VmwareDistributedVirtualSwitch {
     /// `triggeredAlarmState`, from `ManagedEntity`.
     pub triggered_alarm_state: Option<Vec<AlarmState>>,
     /// `capability`, from `DistributedVirtualSwitch`.
+    #[cfg(feature = "admin")]
     pub capability: Option<DVSCapability>,
     /// `config`, from `DistributedVirtualSwitch`.
+    #[cfg(feature = "admin")]
     pub config: Option<AnyDVSConfigInfo>,
     /// `networkResourcePool`, from `DistributedVirtualSwitch`.
     pub network_resource_pool: Option<Vec<DVSNetworkResourcePool>>,
     /// `portgroup`, from `DistributedVirtualSwitch`: a `DistributedVirtualPortgroup`.
     pub portgroup: Option<Vec<x::ManagedObjectReference>>,
     /// `runtime`, from `DistributedVirtualSwitch`.
+    #[cfg(feature = "admin")]
     pub runtime: Option<DVSRuntimeInfo>,
     /// `summary`, from `DistributedVirtualSwitch`.
     pub summary: Option<DVSSummary>,
@@ -558,6 +561,14 @@ pub struct VmwareDistributedVirtualSwitch {
 }
 impl x::ManagedObjectType for VmwareDistributedVirtualSwitch {
     const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitch";
+    const LEFT_OUT: &'static [(&'static str, &'static str)] = &[
+        #[cfg(not(feature = "admin"))]
+        ("capability", "admin"),
+        #[cfg(not(feature = "admin"))]
+        ("config", "admin"),
+        #[cfg(not(feature = "admin"))]
+        ("runtime", "admin"),
+    ];
     fn mo_ref(&self) -> &x::ManagedObjectReference {
         &self.mo_ref
     }
@@ -587,12 +598,15 @@ impl x::ManagedObjectType for VmwareDistributedVirtualSwitch {
             "triggeredAlarmState" => {
                 self.triggered_alarm_state = x::from_property(value)?;
             }
+            #[cfg(feature = "admin")]
             "capability" => self.capability = x::from_property(value)?,
+            #[cfg(feature = "admin")]
             "config" => self.config = x::from_property(value)?,
             "networkResourcePool" => {
                 self.network_resource_pool = x::from_property(value)?;
             }
             "portgroup" => self.portgroup = x::from_property(value)?,
+            #[cfg(feature = "admin")]
             "runtime" => self.runtime = x::from_property(value)?,
             "summary" => self.summary = x::from_property(value)?,
             "uuid" => self.uuid = x::from_property(value)?,

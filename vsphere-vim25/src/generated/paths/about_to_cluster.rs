@@ -359,9 +359,11 @@ impl<M> AlarmSetting<M> {
         self.0.join("reportingFrequency")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`AnswerFileStatusResult`](super::types::AnswerFileStatusResult) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `AnswerFileStatusResult`.
 #[derive(Debug, Clone)]
 pub struct AnswerFileStatusResult<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> AnswerFileStatusResult<M> {
     /// The path to this `AnswerFileStatusResult` itself.
     #[inline]
@@ -389,9 +391,11 @@ impl<M> AnswerFileStatusResult<M> {
         self.0.join("error")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`ApplyHostProfileConfigurationResult`](super::types::ApplyHostProfileConfigurationResult) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `ApplyHostProfileConfigurationResult`.
 #[derive(Debug, Clone)]
 pub struct ApplyHostProfileConfigurationResult<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> ApplyHostProfileConfigurationResult<M> {
     /// The path to this `ApplyHostProfileConfigurationResult` itself.
     #[inline]
@@ -424,9 +428,11 @@ impl<M> ApplyHostProfileConfigurationResult<M> {
         self.0.join("errors")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`ApplyHostProfileConfigurationSpec`](super::types::ApplyHostProfileConfigurationSpec) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `ApplyHostProfileConfigurationSpec`.
 #[derive(Debug, Clone)]
 pub struct ApplyHostProfileConfigurationSpec<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> ApplyHostProfileConfigurationSpec<M> {
     /// The path to this `ApplyHostProfileConfigurationSpec` itself.
     #[inline]
@@ -608,9 +614,11 @@ impl AuthorizationManager {
         P::new("roleList")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`AutoStartDefaults`](super::types::AutoStartDefaults) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `AutoStartDefaults`.
 #[derive(Debug, Clone)]
 pub struct AutoStartDefaults<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> AutoStartDefaults<M> {
     /// The path to this `AutoStartDefaults` itself.
     #[inline]
@@ -875,6 +883,7 @@ impl ClusterComputeResource {
         P::new("configManagerEnabled")
     }
     /// `configurationEx`: `ComputeResourceConfigInfo`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn configuration_ex(
         self,
@@ -924,26 +933,31 @@ impl ClusterComputeResource {
         ComputeResourceSummary(P::new("summary"))
     }
     /// `actionHistory`: `ClusterActionHistory[]`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn action_history(self) -> P<super::mo::ClusterComputeResource> {
         P::new("actionHistory")
     }
     /// `configuration`: `ClusterConfigInfo`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn configuration(self) -> ClusterConfigInfo<super::mo::ClusterComputeResource> {
         ClusterConfigInfo(P::new("configuration"))
     }
     /// `drsFault`: `ClusterDrsFaults[]`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn drs_fault(self) -> P<super::mo::ClusterComputeResource> {
         P::new("drsFault")
     }
     /// `drsRecommendation`: `ClusterDrsRecommendation[]`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn drs_recommendation(self) -> P<super::mo::ClusterComputeResource> {
         P::new("drsRecommendation")
     }
     /// `hciConfig`: `ClusterComputeResourceHCIConfigInfo`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn hci_config(
         self,
@@ -951,16 +965,19 @@ impl ClusterComputeResource {
         ClusterComputeResourceHCIConfigInfo(P::new("hciConfig"))
     }
     /// `migrationHistory`: `ClusterDrsMigration[]`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn migration_history(self) -> P<super::mo::ClusterComputeResource> {
         P::new("migrationHistory")
     }
     /// `recommendation`: `ClusterRecommendation[]`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn recommendation(self) -> P<super::mo::ClusterComputeResource> {
         P::new("recommendation")
     }
     /// `summaryEx`: `ClusterComputeResourceSummary`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn summary_ex(
         self,
@@ -968,9 +985,11 @@ impl ClusterComputeResource {
         ClusterComputeResourceSummary(P::new("summaryEx"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`ClusterComputeResourceHCIConfigInfo`](super::types::ClusterComputeResourceHCIConfigInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `ClusterComputeResourceHCIConfigInfo`.
 #[derive(Debug, Clone)]
 pub struct ClusterComputeResourceHCIConfigInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> ClusterComputeResourceHCIConfigInfo<M> {
     /// The path to this `ClusterComputeResourceHCIConfigInfo` itself.
     #[inline]
@@ -1000,9 +1019,11 @@ impl<M> ClusterComputeResourceHCIConfigInfo<M> {
         ClusterComputeResourceHostConfigurationProfile(self.0.join("hostConfigProfile"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`ClusterComputeResourceHostConfigurationProfile`](super::types::ClusterComputeResourceHostConfigurationProfile) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `ClusterComputeResourceHostConfigurationProfile`.
 #[derive(Debug, Clone)]
 pub struct ClusterComputeResourceHostConfigurationProfile<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> ClusterComputeResourceHostConfigurationProfile<M> {
     /// The path to this `ClusterComputeResourceHostConfigurationProfile` itself.
     #[inline]
@@ -1020,9 +1041,11 @@ impl<M> ClusterComputeResourceHostConfigurationProfile<M> {
         self.0.join("lockdownMode")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`ClusterComputeResourceSummary`](super::types::ClusterComputeResourceSummary) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `ClusterComputeResourceSummary`.
 #[derive(Debug, Clone)]
 pub struct ClusterComputeResourceSummary<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> ClusterComputeResourceSummary<M> {
     /// The path to this `ClusterComputeResourceSummary` itself.
     #[inline]
@@ -1145,9 +1168,11 @@ impl<M> ClusterComputeResourceSummary<M> {
         self.0.join("vcsSlots")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`ClusterConfigInfo`](super::types::ClusterConfigInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `ClusterConfigInfo`.
 #[derive(Debug, Clone)]
 pub struct ClusterConfigInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> ClusterConfigInfo<M> {
     /// The path to this `ClusterConfigInfo` itself.
     #[inline]
@@ -1180,9 +1205,11 @@ impl<M> ClusterConfigInfo<M> {
         self.0.join("rule")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`ClusterDasAdmissionControlPolicy`](super::types::ClusterDasAdmissionControlPolicy) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `ClusterDasAdmissionControlPolicy`.
 #[derive(Debug, Clone)]
 pub struct ClusterDasAdmissionControlPolicy<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> ClusterDasAdmissionControlPolicy<M> {
     /// The path to this `ClusterDasAdmissionControlPolicy` itself.
     #[inline]
@@ -1200,9 +1227,11 @@ impl<M> ClusterDasAdmissionControlPolicy<M> {
         self.0.join("pMemAdmissionControlEnabled")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`ClusterDasConfigInfo`](super::types::ClusterDasConfigInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `ClusterDasConfigInfo`.
 #[derive(Debug, Clone)]
 pub struct ClusterDasConfigInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> ClusterDasConfigInfo<M> {
     /// The path to this `ClusterDasConfigInfo` itself.
     #[inline]
@@ -1285,9 +1314,11 @@ impl<M> ClusterDasFdmHostState<M> {
         self.0.join("stateReporter")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`ClusterDasVmSettings`](super::types::ClusterDasVmSettings) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `ClusterDasVmSettings`.
 #[derive(Debug, Clone)]
 pub struct ClusterDasVmSettings<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> ClusterDasVmSettings<M> {
     /// The path to this `ClusterDasVmSettings` itself.
     #[inline]
@@ -1324,9 +1355,11 @@ impl<M> ClusterDasVmSettings<M> {
         )
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`ClusterDrsConfigInfo`](super::types::ClusterDrsConfigInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `ClusterDrsConfigInfo`.
 #[derive(Debug, Clone)]
 pub struct ClusterDrsConfigInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> ClusterDrsConfigInfo<M> {
     /// The path to this `ClusterDrsConfigInfo` itself.
     #[inline]
@@ -1490,9 +1523,11 @@ impl ClusterProfileManager {
         P::new("profile")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`ClusterUsageSummary`](super::types::ClusterUsageSummary) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `ClusterUsageSummary`.
 #[derive(Debug, Clone)]
 pub struct ClusterUsageSummary<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> ClusterUsageSummary<M> {
     /// The path to this `ClusterUsageSummary` itself.
     #[inline]
@@ -1586,9 +1621,11 @@ impl<M> ClusterUsageSummary<M> {
         self.0.join("unreservedTier0MemMB")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`ClusterVmComponentProtectionSettings`](super::types::ClusterVmComponentProtectionSettings) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `ClusterVmComponentProtectionSettings`.
 #[derive(Debug, Clone)]
 pub struct ClusterVmComponentProtectionSettings<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> ClusterVmComponentProtectionSettings<M> {
     /// The path to this `ClusterVmComponentProtectionSettings` itself.
     #[inline]
@@ -1621,9 +1658,11 @@ impl<M> ClusterVmComponentProtectionSettings<M> {
         self.0.join("vmStorageProtectionForPDL")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`ClusterVmToolsMonitoringSettings`](super::types::ClusterVmToolsMonitoringSettings) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `ClusterVmToolsMonitoringSettings`.
 #[derive(Debug, Clone)]
 pub struct ClusterVmToolsMonitoringSettings<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> ClusterVmToolsMonitoringSettings<M> {
     /// The path to this `ClusterVmToolsMonitoringSettings` itself.
     #[inline]

@@ -635,11 +635,13 @@ impl DistributedVirtualSwitch {
         P::new("triggeredAlarmState")
     }
     /// `capability`: `DVSCapability`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn capability(self) -> DVSCapability<super::mo::DistributedVirtualSwitch> {
         DVSCapability(P::new("capability"))
     }
     /// `config`: `DVSConfigInfo`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn config(self) -> DVSConfigInfo<super::mo::DistributedVirtualSwitch> {
         DVSConfigInfo(P::new("config"))
@@ -655,6 +657,7 @@ impl DistributedVirtualSwitch {
         P::new("portgroup")
     }
     /// `runtime`: `DVSRuntimeInfo`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn runtime(self) -> DVSRuntimeInfo<super::mo::DistributedVirtualSwitch> {
         DVSRuntimeInfo(P::new("runtime"))
@@ -760,9 +763,11 @@ impl<M> DvsFilterPolicy<M> {
         self.0.join("filterConfig")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`DvsResourceRuntimeInfo`](super::types::DvsResourceRuntimeInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `DvsResourceRuntimeInfo`.
 #[derive(Debug, Clone)]
 pub struct DvsResourceRuntimeInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> DvsResourceRuntimeInfo<M> {
     /// The path to this `DvsResourceRuntimeInfo` itself.
     #[inline]

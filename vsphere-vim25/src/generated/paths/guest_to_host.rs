@@ -443,9 +443,11 @@ impl<M> HostApplyProfile<M> {
         AuthenticationProfile(self.0.join("authentication"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostAssignableHardwareConfig`](super::types::HostAssignableHardwareConfig) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostAssignableHardwareConfig`.
 #[derive(Debug, Clone)]
 pub struct HostAssignableHardwareConfig<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostAssignableHardwareConfig<M> {
     /// The path to this `HostAssignableHardwareConfig` itself.
     #[inline]
@@ -498,9 +500,11 @@ impl HostAuthenticationManager {
         P::new("supportedStore")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostAuthenticationManagerInfo`](super::types::HostAuthenticationManagerInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostAuthenticationManagerInfo`.
 #[derive(Debug, Clone)]
 pub struct HostAuthenticationManagerInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostAuthenticationManagerInfo<M> {
     /// The path to this `HostAuthenticationManagerInfo` itself.
     #[inline]
@@ -558,9 +562,11 @@ impl HostAutoStartManager {
         HostAutoStartManagerConfig(P::new("config"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostAutoStartManagerConfig`](super::types::HostAutoStartManagerConfig) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostAutoStartManagerConfig`.
 #[derive(Debug, Clone)]
 pub struct HostAutoStartManagerConfig<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostAutoStartManagerConfig<M> {
     /// The path to this `HostAutoStartManagerConfig` itself.
     #[inline]
@@ -578,9 +584,11 @@ impl<M> HostAutoStartManagerConfig<M> {
         self.0.join("powerInfo")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostBIOSInfo`](super::types::HostBIOSInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostBIOSInfo`.
 #[derive(Debug, Clone)]
 pub struct HostBIOSInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostBIOSInfo<M> {
     /// The path to this `HostBIOSInfo` itself.
     #[inline]
@@ -652,9 +660,11 @@ impl HostCacheConfigurationManager {
         P::new("cacheConfigurationInfo")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostCapability`](super::types::HostCapability) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostCapability`.
 #[derive(Debug, Clone)]
 pub struct HostCapability<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostCapability<M> {
     /// The path to this `HostCapability` itself.
     #[inline]
@@ -1615,9 +1625,11 @@ impl<M> HostCertificateManagerCertificateInfo<M> {
         self.0.join("status")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostConfigInfo`](super::types::HostConfigInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostConfigInfo`.
 #[derive(Debug, Clone)]
 pub struct HostConfigInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostConfigInfo<M> {
     /// The path to this `HostConfigInfo` itself.
     #[inline]
@@ -2129,9 +2141,11 @@ impl<M> HostConfigManager<M> {
         self.0.join("assignableHardwareManager")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostConfigSpec`](super::types::HostConfigSpec) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostConfigSpec`.
 #[derive(Debug, Clone)]
 pub struct HostConfigSpec<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostConfigSpec<M> {
     /// The path to this `HostConfigSpec` itself.
     #[inline]
@@ -2296,9 +2310,11 @@ impl<M> HostConfigSummary<M> {
         self.0.join("agentVmNetwork")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostCpuInfo`](super::types::HostCpuInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostCpuInfo`.
 #[derive(Debug, Clone)]
 pub struct HostCpuInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostCpuInfo<M> {
     /// The path to this `HostCpuInfo` itself.
     #[inline]
@@ -2326,9 +2342,11 @@ impl<M> HostCpuInfo<M> {
         self.0.join("hz")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostCpuPowerManagementInfo`](super::types::HostCpuPowerManagementInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostCpuPowerManagementInfo`.
 #[derive(Debug, Clone)]
 pub struct HostCpuPowerManagementInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostCpuPowerManagementInfo<M> {
     /// The path to this `HostCpuPowerManagementInfo` itself.
     #[inline]
@@ -2346,9 +2364,11 @@ impl<M> HostCpuPowerManagementInfo<M> {
         self.0.join("hardwareSupport")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostCpuSchedulerInfo`](super::types::HostCpuSchedulerInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostCpuSchedulerInfo`.
 #[derive(Debug, Clone)]
 pub struct HostCpuSchedulerInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostCpuSchedulerInfo<M> {
     /// The path to this `HostCpuSchedulerInfo` itself.
     #[inline]
@@ -2461,9 +2481,11 @@ impl<M> HostDatastoreSystemCapabilities<M> {
         self.0.join("vmfsExtentExpansionSupported")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostDateTimeConfig`](super::types::HostDateTimeConfig) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostDateTimeConfig`.
 #[derive(Debug, Clone)]
 pub struct HostDateTimeConfig<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostDateTimeConfig<M> {
     /// The path to this `HostDateTimeConfig` itself.
     #[inline]
@@ -2511,9 +2533,11 @@ impl<M> HostDateTimeConfig<M> {
         self.0.join("resetToFactoryDefaults")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostDateTimeInfo`](super::types::HostDateTimeInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostDateTimeInfo`.
 #[derive(Debug, Clone)]
 pub struct HostDateTimeInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostDateTimeInfo<M> {
     /// The path to this `HostDateTimeInfo` itself.
     #[inline]
@@ -2609,9 +2633,11 @@ impl HostDateTimeSystem {
         HostDateTimeInfo(P::new("dateTimeInfo"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostDateTimeSystemTimeZone`](super::types::HostDateTimeSystemTimeZone) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostDateTimeSystemTimeZone`.
 #[derive(Debug, Clone)]
 pub struct HostDateTimeSystemTimeZone<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostDateTimeSystemTimeZone<M> {
     /// The path to this `HostDateTimeSystemTimeZone` itself.
     #[inline]
@@ -2639,9 +2665,11 @@ impl<M> HostDateTimeSystemTimeZone<M> {
         self.0.join("gmtOffset")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostDeploymentInfo`](super::types::HostDeploymentInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostDeploymentInfo`.
 #[derive(Debug, Clone)]
 pub struct HostDeploymentInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostDeploymentInfo<M> {
     /// The path to this `HostDeploymentInfo` itself.
     #[inline]
@@ -2654,9 +2682,11 @@ impl<M> HostDeploymentInfo<M> {
         self.0.join("bootedFromStatelessCache")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostDiagnosticPartition`](super::types::HostDiagnosticPartition) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostDiagnosticPartition`.
 #[derive(Debug, Clone)]
 pub struct HostDiagnosticPartition<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostDiagnosticPartition<M> {
     /// The path to this `HostDiagnosticPartition` itself.
     #[inline]
@@ -2712,9 +2742,11 @@ impl HostDirectoryStore {
         HostAuthenticationStoreInfo(P::new("info"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostDnsConfig`](super::types::HostDnsConfig) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostDnsConfig`.
 #[derive(Debug, Clone)]
 pub struct HostDnsConfig<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostDnsConfig<M> {
     /// The path to this `HostDnsConfig` itself.
     #[inline]
@@ -2814,9 +2846,11 @@ impl<M> HostEventArgument<M> {
         self.0.join("host")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostFileSystemVolumeInfo`](super::types::HostFileSystemVolumeInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostFileSystemVolumeInfo`.
 #[derive(Debug, Clone)]
 pub struct HostFileSystemVolumeInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostFileSystemVolumeInfo<M> {
     /// The path to this `HostFileSystemVolumeInfo` itself.
     #[inline]
@@ -2834,9 +2868,11 @@ impl<M> HostFileSystemVolumeInfo<M> {
         self.0.join("mountInfo")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostFirewallConfig`](super::types::HostFirewallConfig) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostFirewallConfig`.
 #[derive(Debug, Clone)]
 pub struct HostFirewallConfig<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostFirewallConfig<M> {
     /// The path to this `HostFirewallConfig` itself.
     #[inline]
@@ -2854,9 +2890,11 @@ impl<M> HostFirewallConfig<M> {
         HostFirewallDefaultPolicy(self.0.join("defaultBlockingPolicy"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostFirewallDefaultPolicy`](super::types::HostFirewallDefaultPolicy) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostFirewallDefaultPolicy`.
 #[derive(Debug, Clone)]
 pub struct HostFirewallDefaultPolicy<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostFirewallDefaultPolicy<M> {
     /// The path to this `HostFirewallDefaultPolicy` itself.
     #[inline]
@@ -2874,9 +2912,11 @@ impl<M> HostFirewallDefaultPolicy<M> {
         self.0.join("outgoingBlocked")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostFirewallInfo`](super::types::HostFirewallInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostFirewallInfo`.
 #[derive(Debug, Clone)]
 pub struct HostFirewallInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostFirewallInfo<M> {
     /// The path to this `HostFirewallInfo` itself.
     #[inline]
@@ -2924,9 +2964,11 @@ impl HostFirewallSystem {
 pub struct HostFirmwareSystem;
 #[cfg(feature = "admin")]
 impl HostFirmwareSystem {}
+#[cfg(feature = "admin")]
 /// Paths into a [`HostFlagInfo`](super::types::HostFlagInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostFlagInfo`.
 #[derive(Debug, Clone)]
 pub struct HostFlagInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostFlagInfo<M> {
     /// The path to this `HostFlagInfo` itself.
     #[inline]
@@ -2939,9 +2981,11 @@ impl<M> HostFlagInfo<M> {
         self.0.join("backgroundSnapshotsEnabled")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostGraphicsConfig`](super::types::HostGraphicsConfig) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostGraphicsConfig`.
 #[derive(Debug, Clone)]
 pub struct HostGraphicsConfig<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostGraphicsConfig<M> {
     /// The path to this `HostGraphicsConfig` itself.
     #[inline]
@@ -3002,9 +3046,11 @@ impl HostGraphicsManager {
         P::new("sharedPassthruGpuTypes")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostHardwareInfo`](super::types::HostHardwareInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostHardwareInfo`.
 #[derive(Debug, Clone)]
 pub struct HostHardwareInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostHardwareInfo<M> {
     /// The path to this `HostHardwareInfo` itself.
     #[inline]
@@ -3228,9 +3274,11 @@ impl HostHealthStatusSystem {
         HealthSystemRuntime(P::new("runtime"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostHyperThreadScheduleInfo`](super::types::HostHyperThreadScheduleInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostHyperThreadScheduleInfo`.
 #[derive(Debug, Clone)]
 pub struct HostHyperThreadScheduleInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostHyperThreadScheduleInfo<M> {
     /// The path to this `HostHyperThreadScheduleInfo` itself.
     #[inline]
@@ -3260,9 +3308,11 @@ impl<M> HostHyperThreadScheduleInfo<M> {
 pub struct HostImageConfigManager;
 #[cfg(feature = "admin")]
 impl HostImageConfigManager {}
+#[cfg(feature = "admin")]
 /// Paths into a [`HostIpConfig`](super::types::HostIpConfig) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostIpConfig`.
 #[derive(Debug, Clone)]
 pub struct HostIpConfig<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostIpConfig<M> {
     /// The path to this `HostIpConfig` itself.
     #[inline]
@@ -3290,9 +3340,11 @@ impl<M> HostIpConfig<M> {
         HostIpConfigIpV6AddressConfiguration(self.0.join("ipV6Config"))
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostIpConfigIpV6AddressConfiguration`](super::types::HostIpConfigIpV6AddressConfiguration) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostIpConfigIpV6AddressConfiguration`.
 #[derive(Debug, Clone)]
 pub struct HostIpConfigIpV6AddressConfiguration<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostIpConfigIpV6AddressConfiguration<M> {
     /// The path to this `HostIpConfigIpV6AddressConfiguration` itself.
     #[inline]
@@ -3315,9 +3367,11 @@ impl<M> HostIpConfigIpV6AddressConfiguration<M> {
         self.0.join("dhcpV6Enabled")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostIpRouteConfig`](super::types::HostIpRouteConfig) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostIpRouteConfig`.
 #[derive(Debug, Clone)]
 pub struct HostIpRouteConfig<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostIpRouteConfig<M> {
     /// The path to this `HostIpRouteConfig` itself.
     #[inline]
@@ -3345,9 +3399,11 @@ impl<M> HostIpRouteConfig<M> {
         self.0.join("ipV6GatewayDevice")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostIpRouteTableConfig`](super::types::HostIpRouteTableConfig) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostIpRouteTableConfig`.
 #[derive(Debug, Clone)]
 pub struct HostIpRouteTableConfig<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostIpRouteTableConfig<M> {
     /// The path to this `HostIpRouteTableConfig` itself.
     #[inline]
@@ -3365,9 +3421,11 @@ impl<M> HostIpRouteTableConfig<M> {
         self.0.join("ipv6Route")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostIpRouteTableInfo`](super::types::HostIpRouteTableInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostIpRouteTableInfo`.
 #[derive(Debug, Clone)]
 pub struct HostIpRouteTableInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostIpRouteTableInfo<M> {
     /// The path to this `HostIpRouteTableInfo` itself.
     #[inline]
@@ -3385,9 +3443,11 @@ impl<M> HostIpRouteTableInfo<M> {
         self.0.join("ipv6Route")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostIpmiInfo`](super::types::HostIpmiInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostIpmiInfo`.
 #[derive(Debug, Clone)]
 pub struct HostIpmiInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostIpmiInfo<M> {
     /// The path to this `HostIpmiInfo` itself.
     #[inline]
@@ -3422,9 +3482,11 @@ impl<M> HostIpmiInfo<M> {
 pub struct HostKernelModuleSystem;
 #[cfg(feature = "admin")]
 impl HostKernelModuleSystem {}
+#[cfg(feature = "admin")]
 /// Paths into a [`HostLicensableResourceInfo`](super::types::HostLicensableResourceInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostLicensableResourceInfo`.
 #[derive(Debug, Clone)]
 pub struct HostLicensableResourceInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostLicensableResourceInfo<M> {
     /// The path to this `HostLicensableResourceInfo` itself.
     #[inline]
@@ -3437,9 +3499,11 @@ impl<M> HostLicensableResourceInfo<M> {
         self.0.join("resource")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`HostLicenseSpec`](super::types::HostLicenseSpec) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostLicenseSpec`.
 #[derive(Debug, Clone)]
 pub struct HostLicenseSpec<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> HostLicenseSpec<M> {
     /// The path to this `HostLicenseSpec` itself.
     #[inline]
@@ -3465,124 +3529,5 @@ impl<M> HostLicenseSpec<M> {
     #[inline]
     pub fn enabled_feature_key(self) -> P<M> {
         self.0.join("enabledFeatureKey")
-    }
-}
-/// Paths into a [`HostListSummary`](super::types::HostListSummary) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostListSummary`.
-#[derive(Debug, Clone)]
-pub struct HostListSummary<M>(pub(crate) P<M>);
-impl<M> HostListSummary<M> {
-    /// The path to this `HostListSummary` itself.
-    #[inline]
-    pub fn into_path(self) -> P<M> {
-        self.0
-    }
-    /// `host`: `ManagedObjectReference`.
-    #[inline]
-    pub fn host(self) -> P<M> {
-        self.0.join("host")
-    }
-    /// `hardware`: `HostHardwareSummary`.
-    #[inline]
-    pub fn hardware(self) -> HostHardwareSummary<M> {
-        HostHardwareSummary(self.0.join("hardware"))
-    }
-    /// `runtime`: `HostRuntimeInfo`.
-    #[inline]
-    pub fn runtime(self) -> HostRuntimeInfo<M> {
-        HostRuntimeInfo(self.0.join("runtime"))
-    }
-    /// `config`: `HostConfigSummary`.
-    #[inline]
-    pub fn config(self) -> HostConfigSummary<M> {
-        HostConfigSummary(self.0.join("config"))
-    }
-    /// `quickStats`: `HostListSummaryQuickStats`.
-    #[inline]
-    pub fn quick_stats(self) -> HostListSummaryQuickStats<M> {
-        HostListSummaryQuickStats(self.0.join("quickStats"))
-    }
-    /// `overallStatus`: `ManagedEntityStatus`.
-    #[inline]
-    pub fn overall_status(self) -> P<M> {
-        self.0.join("overallStatus")
-    }
-    /// `rebootRequired`: `boolean`.
-    #[inline]
-    pub fn reboot_required(self) -> P<M> {
-        self.0.join("rebootRequired")
-    }
-    /// `rebootRequiredReason`: `LocalizableMessage[]`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    #[inline]
-    pub fn reboot_required_reason(self) -> P<M> {
-        self.0.join("rebootRequiredReason")
-    }
-    /// `maintenanceModeRequired`: `boolean`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    #[inline]
-    pub fn maintenance_mode_required(self) -> P<M> {
-        self.0.join("maintenanceModeRequired")
-    }
-    /// `customValue`: `CustomFieldValue[]`.
-    #[inline]
-    pub fn custom_value(self) -> P<M> {
-        self.0.join("customValue")
-    }
-    /// `managementServerIp`: `string`.
-    #[inline]
-    pub fn management_server_ip(self) -> P<M> {
-        self.0.join("managementServerIp")
-    }
-    /// `maxEVCModeKey`: `string`.
-    #[inline]
-    pub fn max_evc_mode_key(self) -> P<M> {
-        self.0.join("maxEVCModeKey")
-    }
-    /// `currentEVCModeKey`: `string`.
-    #[inline]
-    pub fn current_evc_mode_key(self) -> P<M> {
-        self.0.join("currentEVCModeKey")
-    }
-    /// `currentEVCGraphicsModeKey`: `string`.
-    #[inline]
-    pub fn current_evc_graphics_mode_key(self) -> P<M> {
-        self.0.join("currentEVCGraphicsModeKey")
-    }
-    /// `gateway`: `HostListSummaryGatewaySummary`.
-    #[inline]
-    pub fn gateway(self) -> HostListSummaryGatewaySummary<M> {
-        HostListSummaryGatewaySummary(self.0.join("gateway"))
-    }
-    /// `tpmAttestation`: `HostTpmAttestationInfo`.
-    #[inline]
-    pub fn tpm_attestation(self) -> HostTpmAttestationInfo<M> {
-        HostTpmAttestationInfo(self.0.join("tpmAttestation"))
-    }
-    /// `trustAuthorityAttestationInfos`: `HostTrustAuthorityAttestationInfo[]`.
-    #[inline]
-    pub fn trust_authority_attestation_infos(self) -> P<M> {
-        self.0.join("trustAuthorityAttestationInfos")
-    }
-}
-/// Paths into a [`HostListSummaryGatewaySummary`](super::types::HostListSummaryGatewaySummary) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `HostListSummaryGatewaySummary`.
-#[derive(Debug, Clone)]
-pub struct HostListSummaryGatewaySummary<M>(pub(crate) P<M>);
-impl<M> HostListSummaryGatewaySummary<M> {
-    /// The path to this `HostListSummaryGatewaySummary` itself.
-    #[inline]
-    pub fn into_path(self) -> P<M> {
-        self.0
-    }
-    /// `gatewayType`: `string`.
-    #[inline]
-    pub fn gateway_type(self) -> P<M> {
-        self.0.join("gatewayType")
-    }
-    /// `gatewayId`: `string`.
-    #[inline]
-    pub fn gateway_id(self) -> P<M> {
-        self.0.join("gatewayId")
     }
 }

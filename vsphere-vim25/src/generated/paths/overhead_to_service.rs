@@ -147,9 +147,11 @@ impl<M> PodVMOverheadInfo<M> {
         self.0.join("podVMOverheadWithPageSharing")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`PowerSystemCapability`](super::types::PowerSystemCapability) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `PowerSystemCapability`.
 #[derive(Debug, Clone)]
 pub struct PowerSystemCapability<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> PowerSystemCapability<M> {
     /// The path to this `PowerSystemCapability` itself.
     #[inline]
@@ -162,9 +164,11 @@ impl<M> PowerSystemCapability<M> {
         self.0.join("availablePolicy")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`PowerSystemInfo`](super::types::PowerSystemInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `PowerSystemInfo`.
 #[derive(Debug, Clone)]
 pub struct PowerSystemInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> PowerSystemInfo<M> {
     /// The path to this `PowerSystemInfo` itself.
     #[inline]
@@ -1124,9 +1128,11 @@ impl<M> SecurityProfile<M> {
         self.0.join("permission")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`ServiceConsoleReservationInfo`](super::types::ServiceConsoleReservationInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `ServiceConsoleReservationInfo`.
 #[derive(Debug, Clone)]
 pub struct ServiceConsoleReservationInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> ServiceConsoleReservationInfo<M> {
     /// The path to this `ServiceConsoleReservationInfo` itself.
     #[inline]

@@ -161,11 +161,13 @@ impl VmwareDistributedVirtualSwitch {
         P::new("triggeredAlarmState")
     }
     /// `capability`: `DVSCapability`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn capability(self) -> DVSCapability<super::mo::VmwareDistributedVirtualSwitch> {
         DVSCapability(P::new("capability"))
     }
     /// `config`: `DVSConfigInfo`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn config(self) -> DVSConfigInfo<super::mo::VmwareDistributedVirtualSwitch> {
         DVSConfigInfo(P::new("config"))
@@ -181,6 +183,7 @@ impl VmwareDistributedVirtualSwitch {
         P::new("portgroup")
     }
     /// `runtime`: `DVSRuntimeInfo`.
+    #[cfg(feature = "admin")]
     #[inline]
     pub fn runtime(self) -> DVSRuntimeInfo<super::mo::VmwareDistributedVirtualSwitch> {
         DVSRuntimeInfo(P::new("runtime"))
@@ -196,9 +199,11 @@ impl VmwareDistributedVirtualSwitch {
         P::new("uuid")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`VsanHostConfigInfo`](super::types::VsanHostConfigInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `VsanHostConfigInfo`.
 #[derive(Debug, Clone)]
 pub struct VsanHostConfigInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> VsanHostConfigInfo<M> {
     /// The path to this `VsanHostConfigInfo` itself.
     #[inline]
@@ -250,9 +255,11 @@ impl<M> VsanHostConfigInfo<M> {
         self.0.join("vsanCyberRecoveryEnabled")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`VsanHostConfigInfoClusterInfo`](super::types::VsanHostConfigInfoClusterInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `VsanHostConfigInfoClusterInfo`.
 #[derive(Debug, Clone)]
 pub struct VsanHostConfigInfoClusterInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> VsanHostConfigInfoClusterInfo<M> {
     /// The path to this `VsanHostConfigInfoClusterInfo` itself.
     #[inline]
@@ -270,9 +277,11 @@ impl<M> VsanHostConfigInfoClusterInfo<M> {
         self.0.join("nodeUuid")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`VsanHostConfigInfoNetworkInfo`](super::types::VsanHostConfigInfoNetworkInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `VsanHostConfigInfoNetworkInfo`.
 #[derive(Debug, Clone)]
 pub struct VsanHostConfigInfoNetworkInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> VsanHostConfigInfoNetworkInfo<M> {
     /// The path to this `VsanHostConfigInfoNetworkInfo` itself.
     #[inline]
@@ -285,9 +294,11 @@ impl<M> VsanHostConfigInfoNetworkInfo<M> {
         self.0.join("port")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`VsanHostConfigInfoStorageInfo`](super::types::VsanHostConfigInfoStorageInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `VsanHostConfigInfoStorageInfo`.
 #[derive(Debug, Clone)]
 pub struct VsanHostConfigInfoStorageInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> VsanHostConfigInfoStorageInfo<M> {
     /// The path to this `VsanHostConfigInfoStorageInfo` itself.
     #[inline]
@@ -315,9 +326,11 @@ impl<M> VsanHostConfigInfoStorageInfo<M> {
         self.0.join("checksumEnabled")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`VsanHostFaultDomainInfo`](super::types::VsanHostFaultDomainInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `VsanHostFaultDomainInfo`.
 #[derive(Debug, Clone)]
 pub struct VsanHostFaultDomainInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> VsanHostFaultDomainInfo<M> {
     /// The path to this `VsanHostFaultDomainInfo` itself.
     #[inline]

@@ -1813,9 +1813,11 @@ impl<M> VirtualMachineGuestSummary<M> {
         self.0.join("hwVersion")
     }
 }
+#[cfg(feature = "admin")]
 /// Paths into a [`VirtualMachineMemoryReservationInfo`](super::types::VirtualMachineMemoryReservationInfo) of managed object `M`; [`into_path`](Self::into_path) is the path to the whole `VirtualMachineMemoryReservationInfo`.
 #[derive(Debug, Clone)]
 pub struct VirtualMachineMemoryReservationInfo<M>(pub(crate) P<M>);
+#[cfg(feature = "admin")]
 impl<M> VirtualMachineMemoryReservationInfo<M> {
     /// The path to this `VirtualMachineMemoryReservationInfo` itself.
     #[inline]

@@ -443,8 +443,8 @@ pub enum Object {
     AnswerFileCreateSpec(Box<AnswerFileCreateSpec>),
     AnswerFileOptionsCreateSpec(Box<AnswerFileOptionsCreateSpec>),
     AnswerFileSerializedCreateSpec(Box<AnswerFileSerializedCreateSpec>),
-    AnswerFileStatusError(Box<AnswerFileStatusError>),
-    AnswerFileStatusResult(Box<AnswerFileStatusResult>),
+    #[cfg(feature = "admin")] AnswerFileStatusError(Box<AnswerFileStatusError>),
+    #[cfg(feature = "admin")] AnswerFileStatusResult(Box<AnswerFileStatusResult>),
     #[cfg(feature = "all-faults")] AnswerFileUpdateFailed(Box<AnswerFileUpdateFailed>),
     #[cfg(feature = "all-faults")] AnswerFileUpdateFailure(Box<AnswerFileUpdateFailure>),
     AnswerFileValidationInfoStatus(Box<AnswerFileValidationInfoStatus>),
@@ -519,8 +519,8 @@ fn decode(
         86 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileCreateSpec(v), Err(e) => return Some(Err(e)) },
         87 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileOptionsCreateSpec(v), Err(e) => return Some(Err(e)) },
         88 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileSerializedCreateSpec(v), Err(e) => return Some(Err(e)) },
-        89 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileStatusError(v), Err(e) => return Some(Err(e)) },
-        90 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileStatusResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 89 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileStatusError(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 90 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileStatusResult(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 91 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileUpdateFailed(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 92 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileUpdateFailure(v), Err(e) => return Some(Err(e)) },
         93 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AnswerFileValidationInfoStatus(v), Err(e) => return Some(Err(e)) },
@@ -589,8 +589,8 @@ impl std::fmt::Debug for Object {
             Object::AnswerFileCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AnswerFileOptionsCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AnswerFileSerializedCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AnswerFileStatusError(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AnswerFileStatusResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::AnswerFileStatusError(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::AnswerFileStatusResult(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailed(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailure(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AnswerFileValidationInfoStatus(v) => std::fmt::Debug::fmt(&**v, f),
@@ -664,8 +664,8 @@ impl x::DataObject for Object {
             Object::AnswerFileCreateSpec(_) => "AnswerFileCreateSpec",
             Object::AnswerFileOptionsCreateSpec(_) => "AnswerFileOptionsCreateSpec",
             Object::AnswerFileSerializedCreateSpec(_) => "AnswerFileSerializedCreateSpec",
-            Object::AnswerFileStatusError(_) => "AnswerFileStatusError",
-            Object::AnswerFileStatusResult(_) => "AnswerFileStatusResult",
+            #[cfg(feature = "admin")] Object::AnswerFileStatusError(_) => "AnswerFileStatusError",
+            #[cfg(feature = "admin")] Object::AnswerFileStatusResult(_) => "AnswerFileStatusResult",
             #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailed(_) => "AnswerFileUpdateFailed",
             #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailure(_) => "AnswerFileUpdateFailure",
             Object::AnswerFileValidationInfoStatus(_) => "AnswerFileValidationInfoStatus",
@@ -745,8 +745,8 @@ impl x::DataObject for Object {
             Object::AnswerFileCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AnswerFileOptionsCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AnswerFileSerializedCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AnswerFileStatusError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AnswerFileStatusResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::AnswerFileStatusError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::AnswerFileStatusResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AnswerFileValidationInfoStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1652,7 +1652,7 @@ impl x::ObjectType for AnswerFileSerializedCreateSpec {
     }
 }
 
-impl x::ObjectType for AnswerFileStatusError {
+#[cfg(feature = "admin")] impl x::ObjectType for AnswerFileStatusError {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1668,7 +1668,7 @@ impl x::ObjectType for AnswerFileStatusError {
     }
 }
 
-impl x::ObjectType for AnswerFileStatusResult {
+#[cfg(feature = "admin")] impl x::ObjectType for AnswerFileStatusResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -228,42 +228,42 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    ApplyHostProfileConfigurationResult(Box<ApplyHostProfileConfigurationResult>),
+    #[cfg(feature = "admin")] ApplyHostProfileConfigurationResult(Box<ApplyHostProfileConfigurationResult>),
     ApplyHostProfileConfigurationResultStatus(Box<ApplyHostProfileConfigurationResultStatus>),
-    ApplyHostProfileConfigurationSpec(Box<ApplyHostProfileConfigurationSpec>),
+    #[cfg(feature = "admin")] ApplyHostProfileConfigurationSpec(Box<ApplyHostProfileConfigurationSpec>),
     ApplyProfile(Box<ApplyProfile>),
     ApplyStorageRecommendationResult(Box<ApplyStorageRecommendationResult>),
     ArrayOfAlarmAction(Box<Vec<AnyAlarmAction>>),
     ArrayOfAlarmExpression(Box<Vec<AnyAlarmExpression>>),
     ArrayOfAlarmState(Box<Vec<AlarmState>>),
     ArrayOfAlarmTriggeringActionTransitionSpec(Box<Vec<AlarmTriggeringActionTransitionSpec>>),
-    ArrayOfAnswerFileStatusError(Box<Vec<AnswerFileStatusError>>),
-    ArrayOfAnswerFileStatusResult(Box<Vec<AnswerFileStatusResult>>),
+    #[cfg(feature = "admin")] ArrayOfAnswerFileStatusError(Box<Vec<AnswerFileStatusError>>),
+    #[cfg(feature = "admin")] ArrayOfAnswerFileStatusResult(Box<Vec<AnswerFileStatusResult>>),
     #[cfg(feature = "all-faults")] ArrayOfAnswerFileUpdateFailure(Box<Vec<AnswerFileUpdateFailure>>),
-    ArrayOfApplyHostProfileConfigurationResult(Box<Vec<ApplyHostProfileConfigurationResult>>),
-    ArrayOfApplyHostProfileConfigurationSpec(Box<Vec<ApplyHostProfileConfigurationSpec>>),
+    #[cfg(feature = "admin")] ArrayOfApplyHostProfileConfigurationResult(Box<Vec<ApplyHostProfileConfigurationResult>>),
+    #[cfg(feature = "admin")] ArrayOfApplyHostProfileConfigurationSpec(Box<Vec<ApplyHostProfileConfigurationSpec>>),
     ArrayOfApplyProfile(Box<Vec<AnyApplyProfile>>),
     #[cfg(feature = "all-faults")] ArrayOfAuthenticationRequiredChallenge(Box<Vec<AuthenticationRequiredChallenge>>),
     #[cfg(feature = "admin")] ArrayOfAuthorizationPrivilege(Box<Vec<AuthorizationPrivilege>>),
     #[cfg(feature = "admin")] ArrayOfAuthorizationRole(Box<Vec<AuthorizationRole>>),
-    ArrayOfAutoStartPowerInfo(Box<Vec<AutoStartPowerInfo>>),
+    #[cfg(feature = "admin")] ArrayOfAutoStartPowerInfo(Box<Vec<AutoStartPowerInfo>>),
     #[cfg(feature = "all-events")] ArrayOfChangesInfoEventArgument(Box<Vec<ChangesInfoEventArgument>>),
     ArrayOfCheckResult(Box<Vec<CheckResult>>),
     ArrayOfClusterAction(Box<Vec<AnyClusterAction>>),
     ArrayOfClusterActionHistory(Box<Vec<ClusterActionHistory>>),
     ArrayOfClusterAttemptedVmInfo(Box<Vec<ClusterAttemptedVmInfo>>),
-    ArrayOfClusterComputeResourceDVSSetting(Box<Vec<ClusterComputeResourceDVSSetting>>),
-    ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(Box<Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>>),
-    ArrayOfClusterComputeResourceDvsProfile(Box<Vec<ClusterComputeResourceDvsProfile>>),
-    ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(Box<Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>>),
-    ArrayOfClusterComputeResourceHostConfigurationInput(Box<Vec<ClusterComputeResourceHostConfigurationInput>>),
+    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceDVSSetting(Box<Vec<ClusterComputeResourceDVSSetting>>),
+    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(Box<Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>>),
+    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceDvsProfile(Box<Vec<ClusterComputeResourceDvsProfile>>),
+    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(Box<Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>>),
+    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceHostConfigurationInput(Box<Vec<ClusterComputeResourceHostConfigurationInput>>),
     ArrayOfClusterComputeResourceHostEvacuationInfo(Box<Vec<ClusterComputeResourceHostEvacuationInfo>>),
-    ArrayOfClusterComputeResourceHostVmkNicInfo(Box<Vec<ClusterComputeResourceHostVmkNicInfo>>),
-    ArrayOfClusterComputeResourceValidationResultBase(Box<Vec<AnyClusterComputeResourceValidationResultBase>>),
+    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceHostVmkNicInfo(Box<Vec<ClusterComputeResourceHostVmkNicInfo>>),
+    #[cfg(feature = "admin")] ArrayOfClusterComputeResourceValidationResultBase(Box<Vec<AnyClusterComputeResourceValidationResultBase>>),
     ArrayOfClusterComputeResourceVcsSlots(Box<Vec<ClusterComputeResourceVcsSlots>>),
-    ArrayOfClusterDasAamNodeState(Box<Vec<ClusterDasAamNodeState>>),
-    ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>>),
-    ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>>),
+    #[cfg(feature = "admin")] ArrayOfClusterDasAamNodeState(Box<Vec<ClusterDasAamNodeState>>),
+    #[cfg(feature = "admin")] ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>>),
+    #[cfg(feature = "admin")] ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>>),
     ArrayOfClusterDasVmConfigInfo(Box<Vec<ClusterDasVmConfigInfo>>),
     ArrayOfClusterDasVmConfigSpec(Box<Vec<ClusterDasVmConfigSpec>>),
     ArrayOfClusterDatastoreUpdateSpec(Box<Vec<ClusterDatastoreUpdateSpec>>),
@@ -272,7 +272,7 @@ pub enum Object {
     ArrayOfClusterDrsFaults(Box<Vec<ClusterDrsFaults>>),
     ArrayOfClusterDrsFaultsFaultsByVm(Box<Vec<AnyClusterDrsFaultsFaultsByVm>>),
     ArrayOfClusterDrsMigration(Box<Vec<ClusterDrsMigration>>),
-    ArrayOfClusterDrsRecommendation(Box<Vec<ClusterDrsRecommendation>>),
+    #[cfg(feature = "admin")] ArrayOfClusterDrsRecommendation(Box<Vec<ClusterDrsRecommendation>>),
     ArrayOfClusterDrsVmConfigInfo(Box<Vec<ClusterDrsVmConfigInfo>>),
     ArrayOfClusterDrsVmConfigSpec(Box<Vec<ClusterDrsVmConfigSpec>>),
     ArrayOfClusterEVCManagerCheckResult(Box<Vec<ClusterEVCManagerCheckResult>>),
@@ -288,14 +288,14 @@ pub enum Object {
     ArrayOfClusterTagCategoryUpdateSpec(Box<Vec<ClusterTagCategoryUpdateSpec>>),
     ArrayOfClusterVmOrchestrationInfo(Box<Vec<ClusterVmOrchestrationInfo>>),
     ArrayOfClusterVmOrchestrationSpec(Box<Vec<ClusterVmOrchestrationSpec>>),
-    ArrayOfComplianceFailure(Box<Vec<ComplianceFailure>>),
-    ArrayOfComplianceFailureComplianceFailureValues(Box<Vec<ComplianceFailureComplianceFailureValues>>),
+    #[cfg(feature = "admin")] ArrayOfComplianceFailure(Box<Vec<ComplianceFailure>>),
+    #[cfg(feature = "admin")] ArrayOfComplianceFailureComplianceFailureValues(Box<Vec<ComplianceFailureComplianceFailureValues>>),
     #[cfg(feature = "admin")] ArrayOfComplianceLocator(Box<Vec<ComplianceLocator>>),
-    ArrayOfComplianceResult(Box<Vec<ComplianceResult>>),
+    #[cfg(feature = "admin")] ArrayOfComplianceResult(Box<Vec<ComplianceResult>>),
     #[cfg(feature = "all-faults")] ArrayOfComputeResourceHostSPBMLicenseInfo(Box<Vec<ComputeResourceHostSPBMLicenseInfo>>),
     #[cfg(feature = "all-faults")] ArrayOfConflictingConfigurationConfig(Box<Vec<ConflictingConfigurationConfig>>),
     ArrayOfCryptoKeyId(Box<Vec<CryptoKeyId>>),
-    ArrayOfCryptoKeyPlain(Box<Vec<CryptoKeyPlain>>),
+    #[cfg(feature = "admin")] ArrayOfCryptoKeyPlain(Box<Vec<CryptoKeyPlain>>),
     #[cfg(feature = "admin")] ArrayOfCryptoKeyResult(Box<Vec<CryptoKeyResult>>),
     #[cfg(feature = "admin")] ArrayOfCryptoManagerHostKeyStatus(Box<Vec<CryptoManagerHostKeyStatus>>),
     ArrayOfCryptoManagerKmipClusterStatus(Box<Vec<CryptoManagerKmipClusterStatus>>),
@@ -318,42 +318,42 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplyHostProfileConfigurationResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplyHostProfileConfigurationResult(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplyHostProfileConfigurationResultStatus(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplyHostProfileConfigurationSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplyHostProfileConfigurationSpec(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplyProfile(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ApplyStorageRecommendationResult(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAlarmAction(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAlarmExpression(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAlarmState(v), Err(e) => return Some(Err(e)) },
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAlarmTriggeringActionTransitionSpec(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAnswerFileStatusError(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAnswerFileStatusResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAnswerFileStatusError(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAnswerFileStatusResult(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAnswerFileUpdateFailure(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyHostProfileConfigurationResult(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyHostProfileConfigurationSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyHostProfileConfigurationResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyHostProfileConfigurationSpec(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfApplyProfile(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthenticationRequiredChallenge(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthorizationPrivilege(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAuthorizationRole(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAutoStartPowerInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfAutoStartPowerInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfChangesInfoEventArgument(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCheckResult(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterAction(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterActionHistory(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterAttemptedVmInfo(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDVSSetting(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDvsProfile(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceHostConfigurationInput(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDVSSetting(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDvsProfile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceHostConfigurationInput(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceValidationResultBase(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceValidationResultBase(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterComputeResourceVcsSlots(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasAamNodeState(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasAamNodeState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasVmConfigInfo(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDasVmConfigSpec(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDatastoreUpdateSpec(v), Err(e) => return Some(Err(e)) },
@@ -362,7 +362,7 @@ fn decode(
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsFaults(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsFaultsFaultsByVm(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsMigration(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsRecommendation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsRecommendation(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsVmConfigInfo(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterDrsVmConfigSpec(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterEVCManagerCheckResult(v), Err(e) => return Some(Err(e)) },
@@ -378,14 +378,14 @@ fn decode(
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterTagCategoryUpdateSpec(v), Err(e) => return Some(Err(e)) },
         69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterVmOrchestrationInfo(v), Err(e) => return Some(Err(e)) },
         70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfClusterVmOrchestrationSpec(v), Err(e) => return Some(Err(e)) },
-        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceFailure(v), Err(e) => return Some(Err(e)) },
-        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceFailureComplianceFailureValues(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceFailure(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceFailureComplianceFailureValues(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceLocator(v), Err(e) => return Some(Err(e)) },
-        74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComplianceResult(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfConflictingConfigurationConfig(v), Err(e) => return Some(Err(e)) },
         77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyId(v), Err(e) => return Some(Err(e)) },
-        78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyPlain(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyPlain(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoKeyResult(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerHostKeyStatus(v), Err(e) => return Some(Err(e)) },
         81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCryptoManagerKmipClusterStatus(v), Err(e) => return Some(Err(e)) },
@@ -402,42 +402,42 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::ApplyHostProfileConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ApplyHostProfileConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ApplyHostProfileConfigurationResultStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ApplyHostProfileConfigurationSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ApplyHostProfileConfigurationSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ApplyProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ApplyStorageRecommendationResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfAlarmAction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfAlarmExpression(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfAlarmState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfAnswerFileStatusError(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfAnswerFileStatusResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfAnswerFileStatusError(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfAnswerFileStatusResult(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::ArrayOfAnswerFileUpdateFailure(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfApplyHostProfileConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfApplyHostProfileConfigurationSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfApplyHostProfileConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfApplyHostProfileConfigurationSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfApplyProfile(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::ArrayOfAuthenticationRequiredChallenge(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfAuthorizationPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfAuthorizationRole(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfAutoStartPowerInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfAutoStartPowerInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ArrayOfChangesInfoEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterAction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterActionHistory(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterAttemptedVmInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterComputeResourceDVSSetting(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterComputeResourceDvsProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDVSSetting(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDvsProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterComputeResourceValidationResultBase(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceValidationResultBase(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterComputeResourceVcsSlots(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterDasAamNodeState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDasAamNodeState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterDasVmConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterDasVmConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterDatastoreUpdateSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -446,7 +446,7 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfClusterDrsFaults(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterDrsFaultsFaultsByVm(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterDrsMigration(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfClusterDrsRecommendation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDrsRecommendation(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterDrsVmConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterDrsVmConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterEVCManagerCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
@@ -462,14 +462,14 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfClusterTagCategoryUpdateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterVmOrchestrationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfClusterVmOrchestrationSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfComplianceFailure(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfComplianceFailureComplianceFailureValues(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfComplianceFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfComplianceFailureComplianceFailureValues(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfComplianceLocator(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfComplianceResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfComplianceResult(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::ArrayOfConflictingConfigurationConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfCryptoKeyId(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfCryptoKeyPlain(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfCryptoKeyPlain(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfCryptoKeyResult(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfCryptoManagerHostKeyStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfCryptoManagerKmipClusterStatus(v) => std::fmt::Debug::fmt(&**v, f),
@@ -491,42 +491,42 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::ApplyHostProfileConfigurationResult(_) => "ApplyHostProfileConfigurationResult",
+            #[cfg(feature = "admin")] Object::ApplyHostProfileConfigurationResult(_) => "ApplyHostProfileConfigurationResult",
             Object::ApplyHostProfileConfigurationResultStatus(_) => "ApplyHostProfileConfigurationResultStatus",
-            Object::ApplyHostProfileConfigurationSpec(_) => "ApplyHostProfileConfigurationSpec",
+            #[cfg(feature = "admin")] Object::ApplyHostProfileConfigurationSpec(_) => "ApplyHostProfileConfigurationSpec",
             Object::ApplyProfile(_) => "ApplyProfile",
             Object::ApplyStorageRecommendationResult(_) => "ApplyStorageRecommendationResult",
             Object::ArrayOfAlarmAction(_) => "ArrayOfAlarmAction",
             Object::ArrayOfAlarmExpression(_) => "ArrayOfAlarmExpression",
             Object::ArrayOfAlarmState(_) => "ArrayOfAlarmState",
             Object::ArrayOfAlarmTriggeringActionTransitionSpec(_) => "ArrayOfAlarmTriggeringActionTransitionSpec",
-            Object::ArrayOfAnswerFileStatusError(_) => "ArrayOfAnswerFileStatusError",
-            Object::ArrayOfAnswerFileStatusResult(_) => "ArrayOfAnswerFileStatusResult",
+            #[cfg(feature = "admin")] Object::ArrayOfAnswerFileStatusError(_) => "ArrayOfAnswerFileStatusError",
+            #[cfg(feature = "admin")] Object::ArrayOfAnswerFileStatusResult(_) => "ArrayOfAnswerFileStatusResult",
             #[cfg(feature = "all-faults")] Object::ArrayOfAnswerFileUpdateFailure(_) => "ArrayOfAnswerFileUpdateFailure",
-            Object::ArrayOfApplyHostProfileConfigurationResult(_) => "ArrayOfApplyHostProfileConfigurationResult",
-            Object::ArrayOfApplyHostProfileConfigurationSpec(_) => "ArrayOfApplyHostProfileConfigurationSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfApplyHostProfileConfigurationResult(_) => "ArrayOfApplyHostProfileConfigurationResult",
+            #[cfg(feature = "admin")] Object::ArrayOfApplyHostProfileConfigurationSpec(_) => "ArrayOfApplyHostProfileConfigurationSpec",
             Object::ArrayOfApplyProfile(_) => "ArrayOfApplyProfile",
             #[cfg(feature = "all-faults")] Object::ArrayOfAuthenticationRequiredChallenge(_) => "ArrayOfAuthenticationRequiredChallenge",
             #[cfg(feature = "admin")] Object::ArrayOfAuthorizationPrivilege(_) => "ArrayOfAuthorizationPrivilege",
             #[cfg(feature = "admin")] Object::ArrayOfAuthorizationRole(_) => "ArrayOfAuthorizationRole",
-            Object::ArrayOfAutoStartPowerInfo(_) => "ArrayOfAutoStartPowerInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfAutoStartPowerInfo(_) => "ArrayOfAutoStartPowerInfo",
             #[cfg(feature = "all-events")] Object::ArrayOfChangesInfoEventArgument(_) => "ArrayOfChangesInfoEventArgument",
             Object::ArrayOfCheckResult(_) => "ArrayOfCheckResult",
             Object::ArrayOfClusterAction(_) => "ArrayOfClusterAction",
             Object::ArrayOfClusterActionHistory(_) => "ArrayOfClusterActionHistory",
             Object::ArrayOfClusterAttemptedVmInfo(_) => "ArrayOfClusterAttemptedVmInfo",
-            Object::ArrayOfClusterComputeResourceDVSSetting(_) => "ArrayOfClusterComputeResourceDVSSetting",
-            Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(_) => "ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping",
-            Object::ArrayOfClusterComputeResourceDvsProfile(_) => "ArrayOfClusterComputeResourceDvsProfile",
-            Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(_) => "ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping",
-            Object::ArrayOfClusterComputeResourceHostConfigurationInput(_) => "ArrayOfClusterComputeResourceHostConfigurationInput",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDVSSetting(_) => "ArrayOfClusterComputeResourceDVSSetting",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(_) => "ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDvsProfile(_) => "ArrayOfClusterComputeResourceDvsProfile",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(_) => "ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceHostConfigurationInput(_) => "ArrayOfClusterComputeResourceHostConfigurationInput",
             Object::ArrayOfClusterComputeResourceHostEvacuationInfo(_) => "ArrayOfClusterComputeResourceHostEvacuationInfo",
-            Object::ArrayOfClusterComputeResourceHostVmkNicInfo(_) => "ArrayOfClusterComputeResourceHostVmkNicInfo",
-            Object::ArrayOfClusterComputeResourceValidationResultBase(_) => "ArrayOfClusterComputeResourceValidationResultBase",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceHostVmkNicInfo(_) => "ArrayOfClusterComputeResourceHostVmkNicInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceValidationResultBase(_) => "ArrayOfClusterComputeResourceValidationResultBase",
             Object::ArrayOfClusterComputeResourceVcsSlots(_) => "ArrayOfClusterComputeResourceVcsSlots",
-            Object::ArrayOfClusterDasAamNodeState(_) => "ArrayOfClusterDasAamNodeState",
-            Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(_) => "ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots",
-            Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(_) => "ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDasAamNodeState(_) => "ArrayOfClusterDasAamNodeState",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(_) => "ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(_) => "ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots",
             Object::ArrayOfClusterDasVmConfigInfo(_) => "ArrayOfClusterDasVmConfigInfo",
             Object::ArrayOfClusterDasVmConfigSpec(_) => "ArrayOfClusterDasVmConfigSpec",
             Object::ArrayOfClusterDatastoreUpdateSpec(_) => "ArrayOfClusterDatastoreUpdateSpec",
@@ -535,7 +535,7 @@ impl x::DataObject for Object {
             Object::ArrayOfClusterDrsFaults(_) => "ArrayOfClusterDrsFaults",
             Object::ArrayOfClusterDrsFaultsFaultsByVm(_) => "ArrayOfClusterDrsFaultsFaultsByVm",
             Object::ArrayOfClusterDrsMigration(_) => "ArrayOfClusterDrsMigration",
-            Object::ArrayOfClusterDrsRecommendation(_) => "ArrayOfClusterDrsRecommendation",
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDrsRecommendation(_) => "ArrayOfClusterDrsRecommendation",
             Object::ArrayOfClusterDrsVmConfigInfo(_) => "ArrayOfClusterDrsVmConfigInfo",
             Object::ArrayOfClusterDrsVmConfigSpec(_) => "ArrayOfClusterDrsVmConfigSpec",
             Object::ArrayOfClusterEVCManagerCheckResult(_) => "ArrayOfClusterEVCManagerCheckResult",
@@ -551,14 +551,14 @@ impl x::DataObject for Object {
             Object::ArrayOfClusterTagCategoryUpdateSpec(_) => "ArrayOfClusterTagCategoryUpdateSpec",
             Object::ArrayOfClusterVmOrchestrationInfo(_) => "ArrayOfClusterVmOrchestrationInfo",
             Object::ArrayOfClusterVmOrchestrationSpec(_) => "ArrayOfClusterVmOrchestrationSpec",
-            Object::ArrayOfComplianceFailure(_) => "ArrayOfComplianceFailure",
-            Object::ArrayOfComplianceFailureComplianceFailureValues(_) => "ArrayOfComplianceFailureComplianceFailureValues",
+            #[cfg(feature = "admin")] Object::ArrayOfComplianceFailure(_) => "ArrayOfComplianceFailure",
+            #[cfg(feature = "admin")] Object::ArrayOfComplianceFailureComplianceFailureValues(_) => "ArrayOfComplianceFailureComplianceFailureValues",
             #[cfg(feature = "admin")] Object::ArrayOfComplianceLocator(_) => "ArrayOfComplianceLocator",
-            Object::ArrayOfComplianceResult(_) => "ArrayOfComplianceResult",
+            #[cfg(feature = "admin")] Object::ArrayOfComplianceResult(_) => "ArrayOfComplianceResult",
             #[cfg(feature = "all-faults")] Object::ArrayOfComputeResourceHostSPBMLicenseInfo(_) => "ArrayOfComputeResourceHostSPBMLicenseInfo",
             #[cfg(feature = "all-faults")] Object::ArrayOfConflictingConfigurationConfig(_) => "ArrayOfConflictingConfigurationConfig",
             Object::ArrayOfCryptoKeyId(_) => "ArrayOfCryptoKeyId",
-            Object::ArrayOfCryptoKeyPlain(_) => "ArrayOfCryptoKeyPlain",
+            #[cfg(feature = "admin")] Object::ArrayOfCryptoKeyPlain(_) => "ArrayOfCryptoKeyPlain",
             #[cfg(feature = "admin")] Object::ArrayOfCryptoKeyResult(_) => "ArrayOfCryptoKeyResult",
             #[cfg(feature = "admin")] Object::ArrayOfCryptoManagerHostKeyStatus(_) => "ArrayOfCryptoManagerHostKeyStatus",
             Object::ArrayOfCryptoManagerKmipClusterStatus(_) => "ArrayOfCryptoManagerKmipClusterStatus",
@@ -586,42 +586,42 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::ApplyHostProfileConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ApplyHostProfileConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ApplyHostProfileConfigurationResultStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ApplyHostProfileConfigurationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ApplyHostProfileConfigurationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ApplyProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ApplyStorageRecommendationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfAlarmAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfAlarmExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfAlarmState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfAnswerFileStatusError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfAnswerFileStatusResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfAnswerFileStatusError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfAnswerFileStatusResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::ArrayOfAnswerFileUpdateFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfApplyHostProfileConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfApplyHostProfileConfigurationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfApplyHostProfileConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfApplyHostProfileConfigurationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfApplyProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::ArrayOfAuthenticationRequiredChallenge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfAuthorizationPrivilege(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfAuthorizationRole(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfAutoStartPowerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfAutoStartPowerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ArrayOfChangesInfoEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterActionHistory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterAttemptedVmInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterComputeResourceDVSSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterComputeResourceDvsProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDVSSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDvsProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterComputeResourceValidationResultBase(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterComputeResourceValidationResultBase(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterComputeResourceVcsSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterDasAamNodeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDasAamNodeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterDasVmConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterDasVmConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterDatastoreUpdateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -630,7 +630,7 @@ impl x::DataObject for Object {
             Object::ArrayOfClusterDrsFaults(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterDrsFaultsFaultsByVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterDrsMigration(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfClusterDrsRecommendation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfClusterDrsRecommendation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterDrsVmConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterDrsVmConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterEVCManagerCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -646,14 +646,14 @@ impl x::DataObject for Object {
             Object::ArrayOfClusterTagCategoryUpdateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterVmOrchestrationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfClusterVmOrchestrationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfComplianceFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfComplianceFailureComplianceFailureValues(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfComplianceFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfComplianceFailureComplianceFailureValues(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfComplianceLocator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfComplianceResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfComplianceResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::ArrayOfConflictingConfigurationConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfCryptoKeyId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfCryptoKeyPlain(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfCryptoKeyPlain(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfCryptoKeyResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfCryptoManagerHostKeyStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfCryptoManagerKmipClusterStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -667,7 +667,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectType for ApplyHostProfileConfigurationResult {
+#[cfg(feature = "admin")] impl x::ObjectType for ApplyHostProfileConfigurationResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -699,7 +699,7 @@ impl x::ObjectType for ApplyHostProfileConfigurationResultStatus {
     }
 }
 
-impl x::ObjectType for ApplyHostProfileConfigurationSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for ApplyHostProfileConfigurationSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -811,7 +811,7 @@ impl x::ObjectArrayItem for AlarmTriggeringActionTransitionSpec {
     }
 }
 
-impl x::ObjectArrayItem for AnswerFileStatusError {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnswerFileStatusError {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AnswerFileStatusError>>) -> Object {
@@ -827,7 +827,7 @@ impl x::ObjectArrayItem for AnswerFileStatusError {
     }
 }
 
-impl x::ObjectArrayItem for AnswerFileStatusResult {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnswerFileStatusResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AnswerFileStatusResult>>) -> Object {
@@ -859,7 +859,7 @@ impl x::ObjectArrayItem for AnswerFileStatusResult {
     }
 }
 
-impl x::ObjectArrayItem for ApplyHostProfileConfigurationResult {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ApplyHostProfileConfigurationResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ApplyHostProfileConfigurationResult>>) -> Object {
@@ -875,7 +875,7 @@ impl x::ObjectArrayItem for ApplyHostProfileConfigurationResult {
     }
 }
 
-impl x::ObjectArrayItem for ApplyHostProfileConfigurationSpec {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ApplyHostProfileConfigurationSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ApplyHostProfileConfigurationSpec>>) -> Object {
@@ -955,7 +955,7 @@ impl x::ObjectArrayItem for AnyApplyProfile {
     }
 }
 
-impl x::ObjectArrayItem for AutoStartPowerInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AutoStartPowerInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AutoStartPowerInfo>>) -> Object {
@@ -1051,7 +1051,7 @@ impl x::ObjectArrayItem for ClusterAttemptedVmInfo {
     }
 }
 
-impl x::ObjectArrayItem for ClusterComputeResourceDVSSetting {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterComputeResourceDVSSetting {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ClusterComputeResourceDVSSetting>>) -> Object {
@@ -1067,7 +1067,7 @@ impl x::ObjectArrayItem for ClusterComputeResourceDVSSetting {
     }
 }
 
-impl x::ObjectArrayItem for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>>) -> Object {
@@ -1083,7 +1083,7 @@ impl x::ObjectArrayItem for ClusterComputeResourceDVSSettingDVPortgroupToService
     }
 }
 
-impl x::ObjectArrayItem for ClusterComputeResourceDvsProfile {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterComputeResourceDvsProfile {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ClusterComputeResourceDvsProfile>>) -> Object {
@@ -1099,7 +1099,7 @@ impl x::ObjectArrayItem for ClusterComputeResourceDvsProfile {
     }
 }
 
-impl x::ObjectArrayItem for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>>) -> Object {
@@ -1115,7 +1115,7 @@ impl x::ObjectArrayItem for ClusterComputeResourceDvsProfileDVPortgroupSpecToSer
     }
 }
 
-impl x::ObjectArrayItem for ClusterComputeResourceHostConfigurationInput {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterComputeResourceHostConfigurationInput {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ClusterComputeResourceHostConfigurationInput>>) -> Object {
@@ -1147,7 +1147,7 @@ impl x::ObjectArrayItem for ClusterComputeResourceHostEvacuationInfo {
     }
 }
 
-impl x::ObjectArrayItem for ClusterComputeResourceHostVmkNicInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterComputeResourceHostVmkNicInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ClusterComputeResourceHostVmkNicInfo>>) -> Object {
@@ -1163,7 +1163,7 @@ impl x::ObjectArrayItem for ClusterComputeResourceHostVmkNicInfo {
     }
 }
 
-impl x::ObjectArrayItem for AnyClusterComputeResourceValidationResultBase {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyClusterComputeResourceValidationResultBase {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AnyClusterComputeResourceValidationResultBase>>) -> Object {
@@ -1195,7 +1195,7 @@ impl x::ObjectArrayItem for ClusterComputeResourceVcsSlots {
     }
 }
 
-impl x::ObjectArrayItem for ClusterDasAamNodeState {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterDasAamNodeState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ClusterDasAamNodeState>>) -> Object {
@@ -1211,7 +1211,7 @@ impl x::ObjectArrayItem for ClusterDasAamNodeState {
     }
 }
 
-impl x::ObjectArrayItem for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>>) -> Object {
@@ -1227,7 +1227,7 @@ impl x::ObjectArrayItem for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots 
     }
 }
 
-impl x::ObjectArrayItem for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>>) -> Object {
@@ -1371,7 +1371,7 @@ impl x::ObjectArrayItem for ClusterDrsMigration {
     }
 }
 
-impl x::ObjectArrayItem for ClusterDrsRecommendation {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ClusterDrsRecommendation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ClusterDrsRecommendation>>) -> Object {
@@ -1627,7 +1627,7 @@ impl x::ObjectArrayItem for ClusterVmOrchestrationSpec {
     }
 }
 
-impl x::ObjectArrayItem for ComplianceFailure {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ComplianceFailure {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ComplianceFailure>>) -> Object {
@@ -1643,7 +1643,7 @@ impl x::ObjectArrayItem for ComplianceFailure {
     }
 }
 
-impl x::ObjectArrayItem for ComplianceFailureComplianceFailureValues {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ComplianceFailureComplianceFailureValues {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ComplianceFailureComplianceFailureValues>>) -> Object {
@@ -1675,7 +1675,7 @@ impl x::ObjectArrayItem for ComplianceFailureComplianceFailureValues {
     }
 }
 
-impl x::ObjectArrayItem for ComplianceResult {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ComplianceResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ComplianceResult>>) -> Object {
@@ -1739,7 +1739,7 @@ impl x::ObjectArrayItem for CryptoKeyId {
     }
 }
 
-impl x::ObjectArrayItem for CryptoKeyPlain {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for CryptoKeyPlain {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<CryptoKeyPlain>>) -> Object {

@@ -186,12 +186,12 @@ pub enum Object {
     ArrayOfCustomizationSpecInfo(Box<Vec<CustomizationSpecInfo>>),
     ArrayOfDVPortConfigSpec(Box<Vec<DVPortConfigSpec>>),
     ArrayOfDVPortgroupConfigSpec(Box<Vec<DVPortgroupConfigSpec>>),
-    ArrayOfDVSHealthCheckConfig(Box<Vec<AnyDVSHealthCheckConfig>>),
+    #[cfg(feature = "admin")] ArrayOfDVSHealthCheckConfig(Box<Vec<AnyDVSHealthCheckConfig>>),
     ArrayOfDVSManagerPhysicalNicsList(Box<Vec<DVSManagerPhysicalNicsList>>),
     ArrayOfDVSNetworkResourcePool(Box<Vec<DVSNetworkResourcePool>>),
-    ArrayOfDVSNetworkResourcePoolConfigSpec(Box<Vec<DVSNetworkResourcePoolConfigSpec>>),
-    ArrayOfDVSVmVnicNetworkResourcePool(Box<Vec<DVSVmVnicNetworkResourcePool>>),
-    ArrayOfDasHeartbeatDatastoreInfo(Box<Vec<DasHeartbeatDatastoreInfo>>),
+    #[cfg(feature = "admin")] ArrayOfDVSNetworkResourcePoolConfigSpec(Box<Vec<DVSNetworkResourcePoolConfigSpec>>),
+    #[cfg(feature = "admin")] ArrayOfDVSVmVnicNetworkResourcePool(Box<Vec<DVSVmVnicNetworkResourcePool>>),
+    #[cfg(feature = "admin")] ArrayOfDasHeartbeatDatastoreInfo(Box<Vec<DasHeartbeatDatastoreInfo>>),
     ArrayOfDatacenterBasicConnectInfo(Box<Vec<DatacenterBasicConnectInfo>>),
     #[cfg(feature = "all-faults")] ArrayOfDatacenterMismatchArgument(Box<Vec<DatacenterMismatchArgument>>),
     ArrayOfDatastoreHostMount(Box<Vec<DatastoreHostMount>>),
@@ -207,11 +207,11 @@ pub enum Object {
     ArrayOfDistributedVirtualPort(Box<Vec<DistributedVirtualPort>>),
     ArrayOfDistributedVirtualPortgroupInfo(Box<Vec<DistributedVirtualPortgroupInfo>>),
     ArrayOfDistributedVirtualPortgroupProblem(Box<Vec<DistributedVirtualPortgroupProblem>>),
-    ArrayOfDistributedVirtualSwitchHostMember(Box<Vec<DistributedVirtualSwitchHostMember>>),
+    #[cfg(feature = "admin")] ArrayOfDistributedVirtualSwitchHostMember(Box<Vec<DistributedVirtualSwitchHostMember>>),
     ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(Box<Vec<DistributedVirtualSwitchHostMemberConfigSpec>>),
-    ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(Box<Vec<DistributedVirtualSwitchHostMemberHostUplinkState>>),
+    #[cfg(feature = "admin")] ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(Box<Vec<DistributedVirtualSwitchHostMemberHostUplinkState>>),
     ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(Box<Vec<DistributedVirtualSwitchHostMemberPnicSpec>>),
-    ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(Box<Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>>),
+    #[cfg(feature = "admin")] ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(Box<Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>>),
     ArrayOfDistributedVirtualSwitchHostProductSpec(Box<Vec<DistributedVirtualSwitchHostProductSpec>>),
     ArrayOfDistributedVirtualSwitchInfo(Box<Vec<DistributedVirtualSwitchInfo>>),
     ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(Box<Vec<DistributedVirtualSwitchKeyedOpaqueBlob>>),
@@ -232,9 +232,9 @@ pub enum Object {
     ArrayOfDvsProfile(Box<Vec<DvsProfile>>),
     ArrayOfDvsServiceConsoleVNicProfile(Box<Vec<DvsServiceConsoleVNicProfile>>),
     ArrayOfDvsTrafficRule(Box<Vec<DvsTrafficRule>>),
-    ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(Box<Vec<DvsVmVnicNetworkResourcePoolRuntimeInfo>>),
-    ArrayOfDvsVmVnicResourcePoolConfigSpec(Box<Vec<DvsVmVnicResourcePoolConfigSpec>>),
-    ArrayOfDvsVnicAllocatedResource(Box<Vec<DvsVnicAllocatedResource>>),
+    #[cfg(feature = "admin")] ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(Box<Vec<DvsVmVnicNetworkResourcePoolRuntimeInfo>>),
+    #[cfg(feature = "admin")] ArrayOfDvsVmVnicResourcePoolConfigSpec(Box<Vec<DvsVmVnicResourcePoolConfigSpec>>),
+    #[cfg(feature = "admin")] ArrayOfDvsVnicAllocatedResource(Box<Vec<DvsVnicAllocatedResource>>),
     ArrayOfDynamicProperty(Box<Vec<DynamicProperty>>),
     ArrayOfEVCMode(Box<Vec<EVCMode>>),
     ArrayOfElementDescription(Box<Vec<AnyElementDescription>>),
@@ -281,12 +281,12 @@ fn decode(
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfCustomizationSpecInfo(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVPortConfigSpec(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVPortgroupConfigSpec(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSManagerPhysicalNicsList(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSNetworkResourcePool(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSVmVnicNetworkResourcePool(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDasHeartbeatDatastoreInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDVSVmVnicNetworkResourcePool(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDasHeartbeatDatastoreInfo(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatacenterBasicConnectInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatacenterMismatchArgument(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDatastoreHostMount(v), Err(e) => return Some(Err(e)) },
@@ -302,11 +302,11 @@ fn decode(
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualPort(v), Err(e) => return Some(Err(e)) },
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualPortgroupInfo(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualPortgroupProblem(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostMember(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostMember(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchInfo(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v), Err(e) => return Some(Err(e)) },
@@ -327,9 +327,9 @@ fn decode(
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsProfile(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsServiceConsoleVNicProfile(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsTrafficRule(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsVmVnicResourcePoolConfigSpec(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsVnicAllocatedResource(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsVmVnicResourcePoolConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDvsVnicAllocatedResource(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfDynamicProperty(v), Err(e) => return Some(Err(e)) },
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfEVCMode(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfElementDescription(v), Err(e) => return Some(Err(e)) },
@@ -370,12 +370,12 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfCustomizationSpecInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDVPortConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDVPortgroupConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDVSHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDVSHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDVSManagerPhysicalNicsList(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDVSNetworkResourcePool(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDasHeartbeatDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDasHeartbeatDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDatacenterBasicConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::ArrayOfDatacenterMismatchArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDatastoreHostMount(v) => std::fmt::Debug::fmt(&**v, f),
@@ -391,11 +391,11 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfDistributedVirtualPort(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDistributedVirtualPortgroupInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDistributedVirtualPortgroupProblem(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDistributedVirtualSwitchHostMember(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMember(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDistributedVirtualSwitchInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v) => std::fmt::Debug::fmt(&**v, f),
@@ -416,9 +416,9 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfDvsProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDvsServiceConsoleVNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDvsTrafficRule(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDvsVmVnicResourcePoolConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfDvsVnicAllocatedResource(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDvsVmVnicResourcePoolConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfDvsVnicAllocatedResource(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfDynamicProperty(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfEVCMode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfElementDescription(v) => std::fmt::Debug::fmt(&**v, f),
@@ -464,12 +464,12 @@ impl x::DataObject for Object {
             Object::ArrayOfCustomizationSpecInfo(_) => "ArrayOfCustomizationSpecInfo",
             Object::ArrayOfDVPortConfigSpec(_) => "ArrayOfDVPortConfigSpec",
             Object::ArrayOfDVPortgroupConfigSpec(_) => "ArrayOfDVPortgroupConfigSpec",
-            Object::ArrayOfDVSHealthCheckConfig(_) => "ArrayOfDVSHealthCheckConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfDVSHealthCheckConfig(_) => "ArrayOfDVSHealthCheckConfig",
             Object::ArrayOfDVSManagerPhysicalNicsList(_) => "ArrayOfDVSManagerPhysicalNicsList",
             Object::ArrayOfDVSNetworkResourcePool(_) => "ArrayOfDVSNetworkResourcePool",
-            Object::ArrayOfDVSNetworkResourcePoolConfigSpec(_) => "ArrayOfDVSNetworkResourcePoolConfigSpec",
-            Object::ArrayOfDVSVmVnicNetworkResourcePool(_) => "ArrayOfDVSVmVnicNetworkResourcePool",
-            Object::ArrayOfDasHeartbeatDatastoreInfo(_) => "ArrayOfDasHeartbeatDatastoreInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfDVSNetworkResourcePoolConfigSpec(_) => "ArrayOfDVSNetworkResourcePoolConfigSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfDVSVmVnicNetworkResourcePool(_) => "ArrayOfDVSVmVnicNetworkResourcePool",
+            #[cfg(feature = "admin")] Object::ArrayOfDasHeartbeatDatastoreInfo(_) => "ArrayOfDasHeartbeatDatastoreInfo",
             Object::ArrayOfDatacenterBasicConnectInfo(_) => "ArrayOfDatacenterBasicConnectInfo",
             #[cfg(feature = "all-faults")] Object::ArrayOfDatacenterMismatchArgument(_) => "ArrayOfDatacenterMismatchArgument",
             Object::ArrayOfDatastoreHostMount(_) => "ArrayOfDatastoreHostMount",
@@ -485,11 +485,11 @@ impl x::DataObject for Object {
             Object::ArrayOfDistributedVirtualPort(_) => "ArrayOfDistributedVirtualPort",
             Object::ArrayOfDistributedVirtualPortgroupInfo(_) => "ArrayOfDistributedVirtualPortgroupInfo",
             Object::ArrayOfDistributedVirtualPortgroupProblem(_) => "ArrayOfDistributedVirtualPortgroupProblem",
-            Object::ArrayOfDistributedVirtualSwitchHostMember(_) => "ArrayOfDistributedVirtualSwitchHostMember",
+            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMember(_) => "ArrayOfDistributedVirtualSwitchHostMember",
             Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(_) => "ArrayOfDistributedVirtualSwitchHostMemberConfigSpec",
-            Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(_) => "ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState",
+            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(_) => "ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState",
             Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(_) => "ArrayOfDistributedVirtualSwitchHostMemberPnicSpec",
-            Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(_) => "ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(_) => "ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo",
             Object::ArrayOfDistributedVirtualSwitchHostProductSpec(_) => "ArrayOfDistributedVirtualSwitchHostProductSpec",
             Object::ArrayOfDistributedVirtualSwitchInfo(_) => "ArrayOfDistributedVirtualSwitchInfo",
             Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(_) => "ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob",
@@ -510,9 +510,9 @@ impl x::DataObject for Object {
             Object::ArrayOfDvsProfile(_) => "ArrayOfDvsProfile",
             Object::ArrayOfDvsServiceConsoleVNicProfile(_) => "ArrayOfDvsServiceConsoleVNicProfile",
             Object::ArrayOfDvsTrafficRule(_) => "ArrayOfDvsTrafficRule",
-            Object::ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(_) => "ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo",
-            Object::ArrayOfDvsVmVnicResourcePoolConfigSpec(_) => "ArrayOfDvsVmVnicResourcePoolConfigSpec",
-            Object::ArrayOfDvsVnicAllocatedResource(_) => "ArrayOfDvsVnicAllocatedResource",
+            #[cfg(feature = "admin")] Object::ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(_) => "ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfDvsVmVnicResourcePoolConfigSpec(_) => "ArrayOfDvsVmVnicResourcePoolConfigSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfDvsVnicAllocatedResource(_) => "ArrayOfDvsVnicAllocatedResource",
             Object::ArrayOfDynamicProperty(_) => "ArrayOfDynamicProperty",
             Object::ArrayOfEVCMode(_) => "ArrayOfEVCMode",
             Object::ArrayOfElementDescription(_) => "ArrayOfElementDescription",
@@ -564,12 +564,12 @@ impl x::DataObject for Object {
             Object::ArrayOfCustomizationSpecInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDVPortConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDVPortgroupConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDVSHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDVSHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDVSManagerPhysicalNicsList(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDVSNetworkResourcePool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDasHeartbeatDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDasHeartbeatDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDatacenterBasicConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::ArrayOfDatacenterMismatchArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDatastoreHostMount(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -585,11 +585,11 @@ impl x::DataObject for Object {
             Object::ArrayOfDistributedVirtualPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDistributedVirtualPortgroupInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDistributedVirtualPortgroupProblem(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDistributedVirtualSwitchHostMember(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMember(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDistributedVirtualSwitchInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -610,9 +610,9 @@ impl x::DataObject for Object {
             Object::ArrayOfDvsProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDvsServiceConsoleVNicProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDvsTrafficRule(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDvsVmVnicResourcePoolConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfDvsVnicAllocatedResource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDvsVmVnicResourcePoolConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfDvsVnicAllocatedResource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfDynamicProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfEVCMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfElementDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -710,7 +710,7 @@ impl x::ObjectArrayItem for DVPortgroupConfigSpec {
     }
 }
 
-impl x::ObjectArrayItem for AnyDVSHealthCheckConfig {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyDVSHealthCheckConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AnyDVSHealthCheckConfig>>) -> Object {
@@ -758,7 +758,7 @@ impl x::ObjectArrayItem for DVSNetworkResourcePool {
     }
 }
 
-impl x::ObjectArrayItem for DVSNetworkResourcePoolConfigSpec {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for DVSNetworkResourcePoolConfigSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<DVSNetworkResourcePoolConfigSpec>>) -> Object {
@@ -774,7 +774,7 @@ impl x::ObjectArrayItem for DVSNetworkResourcePoolConfigSpec {
     }
 }
 
-impl x::ObjectArrayItem for DVSVmVnicNetworkResourcePool {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for DVSVmVnicNetworkResourcePool {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<DVSVmVnicNetworkResourcePool>>) -> Object {
@@ -790,7 +790,7 @@ impl x::ObjectArrayItem for DVSVmVnicNetworkResourcePool {
     }
 }
 
-impl x::ObjectArrayItem for DasHeartbeatDatastoreInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for DasHeartbeatDatastoreInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<DasHeartbeatDatastoreInfo>>) -> Object {
@@ -1046,7 +1046,7 @@ impl x::ObjectArrayItem for DistributedVirtualPortgroupProblem {
     }
 }
 
-impl x::ObjectArrayItem for DistributedVirtualSwitchHostMember {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for DistributedVirtualSwitchHostMember {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<DistributedVirtualSwitchHostMember>>) -> Object {
@@ -1078,7 +1078,7 @@ impl x::ObjectArrayItem for DistributedVirtualSwitchHostMemberConfigSpec {
     }
 }
 
-impl x::ObjectArrayItem for DistributedVirtualSwitchHostMemberHostUplinkState {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for DistributedVirtualSwitchHostMemberHostUplinkState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<DistributedVirtualSwitchHostMemberHostUplinkState>>) -> Object {
@@ -1110,7 +1110,7 @@ impl x::ObjectArrayItem for DistributedVirtualSwitchHostMemberPnicSpec {
     }
 }
 
-impl x::ObjectArrayItem for DistributedVirtualSwitchHostMemberTransportZoneInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for DistributedVirtualSwitchHostMemberTransportZoneInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>>) -> Object {
@@ -1446,7 +1446,7 @@ impl x::ObjectArrayItem for DvsTrafficRule {
     }
 }
 
-impl x::ObjectArrayItem for DvsVmVnicNetworkResourcePoolRuntimeInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for DvsVmVnicNetworkResourcePoolRuntimeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<DvsVmVnicNetworkResourcePoolRuntimeInfo>>) -> Object {
@@ -1462,7 +1462,7 @@ impl x::ObjectArrayItem for DvsVmVnicNetworkResourcePoolRuntimeInfo {
     }
 }
 
-impl x::ObjectArrayItem for DvsVmVnicResourcePoolConfigSpec {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for DvsVmVnicResourcePoolConfigSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<DvsVmVnicResourcePoolConfigSpec>>) -> Object {
@@ -1478,7 +1478,7 @@ impl x::ObjectArrayItem for DvsVmVnicResourcePoolConfigSpec {
     }
 }
 
-impl x::ObjectArrayItem for DvsVnicAllocatedResource {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for DvsVnicAllocatedResource {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<DvsVnicAllocatedResource>>) -> Object {

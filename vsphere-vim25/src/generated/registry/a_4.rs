@@ -205,53 +205,53 @@ pub enum Object {
     #[cfg(feature = "admin")] ArrayOfHealthUpdateInfo(Box<Vec<HealthUpdateInfo>>),
     #[cfg(feature = "admin")] ArrayOfHostAccessControlEntry(Box<Vec<HostAccessControlEntry>>),
     ArrayOfHostAccountSpec(Box<Vec<AnyHostAccountSpec>>),
-    ArrayOfHostActiveDirectory(Box<Vec<HostActiveDirectory>>),
-    ArrayOfHostAssignableHardwareBinding(Box<Vec<HostAssignableHardwareBinding>>),
-    ArrayOfHostAssignableHardwareConfigAttributeOverride(Box<Vec<HostAssignableHardwareConfigAttributeOverride>>),
-    ArrayOfHostAuthenticationInfo(Box<Vec<HostAuthenticationInfo>>),
-    ArrayOfHostAuthenticationStoreInfo(Box<Vec<AnyHostAuthenticationStoreInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostActiveDirectory(Box<Vec<HostActiveDirectory>>),
+    #[cfg(feature = "admin")] ArrayOfHostAssignableHardwareBinding(Box<Vec<HostAssignableHardwareBinding>>),
+    #[cfg(feature = "admin")] ArrayOfHostAssignableHardwareConfigAttributeOverride(Box<Vec<HostAssignableHardwareConfigAttributeOverride>>),
+    #[cfg(feature = "admin")] ArrayOfHostAuthenticationInfo(Box<Vec<HostAuthenticationInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostAuthenticationStoreInfo(Box<Vec<AnyHostAuthenticationStoreInfo>>),
     #[cfg(feature = "admin")] ArrayOfHostBootDevice(Box<Vec<HostBootDevice>>),
-    ArrayOfHostCacheConfigurationInfo(Box<Vec<HostCacheConfigurationInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostCacheConfigurationInfo(Box<Vec<HostCacheConfigurationInfo>>),
     #[cfg(feature = "admin")] ArrayOfHostCertificateManagerCertificateInfo(Box<Vec<HostCertificateManagerCertificateInfo>>),
     ArrayOfHostConnectInfoNetworkInfo(Box<Vec<AnyHostConnectInfoNetworkInfo>>),
     ArrayOfHostConnectSpec(Box<Vec<HostConnectSpec>>),
     ArrayOfHostCpuIdInfo(Box<Vec<HostCpuIdInfo>>),
-    ArrayOfHostCpuPackage(Box<Vec<HostCpuPackage>>),
+    #[cfg(feature = "admin")] ArrayOfHostCpuPackage(Box<Vec<HostCpuPackage>>),
     ArrayOfHostDatastoreBrowserSearchResults(Box<Vec<HostDatastoreBrowserSearchResults>>),
     ArrayOfHostDatastoreConnectInfo(Box<Vec<AnyHostDatastoreConnectInfo>>),
     ArrayOfHostDatastoreSystemDatastoreResult(Box<Vec<HostDatastoreSystemDatastoreResult>>),
-    ArrayOfHostDateTimeSystemTimeZone(Box<Vec<HostDateTimeSystemTimeZone>>),
-    ArrayOfHostDhcpService(Box<Vec<HostDhcpService>>),
-    ArrayOfHostDhcpServiceConfig(Box<Vec<HostDhcpServiceConfig>>),
-    ArrayOfHostDiagnosticPartition(Box<Vec<HostDiagnosticPartition>>),
+    #[cfg(feature = "admin")] ArrayOfHostDateTimeSystemTimeZone(Box<Vec<HostDateTimeSystemTimeZone>>),
+    #[cfg(feature = "admin")] ArrayOfHostDhcpService(Box<Vec<HostDhcpService>>),
+    #[cfg(feature = "admin")] ArrayOfHostDhcpServiceConfig(Box<Vec<HostDhcpServiceConfig>>),
+    #[cfg(feature = "admin")] ArrayOfHostDiagnosticPartition(Box<Vec<HostDiagnosticPartition>>),
     #[cfg(feature = "admin")] ArrayOfHostDiagnosticPartitionCreateOption(Box<Vec<HostDiagnosticPartitionCreateOption>>),
     ArrayOfHostDiskConfigurationResult(Box<Vec<HostDiskConfigurationResult>>),
     ArrayOfHostDiskMappingPartitionOption(Box<Vec<HostDiskMappingPartitionOption>>),
     ArrayOfHostDiskPartitionAttributes(Box<Vec<HostDiskPartitionAttributes>>),
     ArrayOfHostDiskPartitionBlockRange(Box<Vec<HostDiskPartitionBlockRange>>),
     #[cfg(feature = "admin")] ArrayOfHostDiskPartitionInfo(Box<Vec<HostDiskPartitionInfo>>),
-    ArrayOfHostDvxClass(Box<Vec<HostDvxClass>>),
+    #[cfg(feature = "admin")] ArrayOfHostDvxClass(Box<Vec<HostDvxClass>>),
     ArrayOfHostEventArgument(Box<Vec<HostEventArgument>>),
     ArrayOfHostFeatureCapability(Box<Vec<HostFeatureCapability>>),
     ArrayOfHostFeatureMask(Box<Vec<HostFeatureMask>>),
     ArrayOfHostFeatureVersionInfo(Box<Vec<HostFeatureVersionInfo>>),
-    ArrayOfHostFileSystemMountInfo(Box<Vec<HostFileSystemMountInfo>>),
-    ArrayOfHostFirewallConfigRuleSetConfig(Box<Vec<HostFirewallConfigRuleSetConfig>>),
-    ArrayOfHostFirewallRule(Box<Vec<HostFirewallRule>>),
-    ArrayOfHostFirewallRuleset(Box<Vec<HostFirewallRuleset>>),
-    ArrayOfHostFirewallRulesetIpNetwork(Box<Vec<HostFirewallRulesetIpNetwork>>),
-    ArrayOfHostGraphicsConfigDeviceType(Box<Vec<HostGraphicsConfigDeviceType>>),
-    ArrayOfHostGraphicsInfo(Box<Vec<HostGraphicsInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostFileSystemMountInfo(Box<Vec<HostFileSystemMountInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostFirewallConfigRuleSetConfig(Box<Vec<HostFirewallConfigRuleSetConfig>>),
+    #[cfg(feature = "admin")] ArrayOfHostFirewallRule(Box<Vec<HostFirewallRule>>),
+    #[cfg(feature = "admin")] ArrayOfHostFirewallRuleset(Box<Vec<HostFirewallRuleset>>),
+    #[cfg(feature = "admin")] ArrayOfHostFirewallRulesetIpNetwork(Box<Vec<HostFirewallRulesetIpNetwork>>),
+    #[cfg(feature = "admin")] ArrayOfHostGraphicsConfigDeviceType(Box<Vec<HostGraphicsConfigDeviceType>>),
+    #[cfg(feature = "admin")] ArrayOfHostGraphicsInfo(Box<Vec<HostGraphicsInfo>>),
     ArrayOfHostHardwareElementInfo(Box<Vec<AnyHostHardwareElementInfo>>),
-    ArrayOfHostHostBusAdapter(Box<Vec<AnyHostHostBusAdapter>>),
-    ArrayOfHostInternetScsiHbaIscsiIpv6Address(Box<Vec<HostInternetScsiHbaIscsiIpv6Address>>),
+    #[cfg(feature = "admin")] ArrayOfHostHostBusAdapter(Box<Vec<AnyHostHostBusAdapter>>),
+    #[cfg(feature = "admin")] ArrayOfHostInternetScsiHbaIscsiIpv6Address(Box<Vec<HostInternetScsiHbaIscsiIpv6Address>>),
     ArrayOfHostInternetScsiHbaParamValue(Box<Vec<HostInternetScsiHbaParamValue>>),
-    ArrayOfHostInternetScsiHbaSendTarget(Box<Vec<HostInternetScsiHbaSendTarget>>),
-    ArrayOfHostInternetScsiHbaStaticTarget(Box<Vec<HostInternetScsiHbaStaticTarget>>),
-    ArrayOfHostIoFilterInfo(Box<Vec<HostIoFilterInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostInternetScsiHbaSendTarget(Box<Vec<HostInternetScsiHbaSendTarget>>),
+    #[cfg(feature = "admin")] ArrayOfHostInternetScsiHbaStaticTarget(Box<Vec<HostInternetScsiHbaStaticTarget>>),
+    #[cfg(feature = "admin")] ArrayOfHostIoFilterInfo(Box<Vec<HostIoFilterInfo>>),
     ArrayOfHostIpConfigIpV6Address(Box<Vec<HostIpConfigIpV6Address>>),
-    ArrayOfHostIpRouteEntry(Box<Vec<HostIpRouteEntry>>),
-    ArrayOfHostIpRouteOp(Box<Vec<HostIpRouteOp>>),
+    #[cfg(feature = "admin")] ArrayOfHostIpRouteEntry(Box<Vec<HostIpRouteEntry>>),
+    #[cfg(feature = "admin")] ArrayOfHostIpRouteOp(Box<Vec<HostIpRouteOp>>),
     ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec(Box<Vec<HostLowLevelProvisioningManagerDiskLayoutSpec>>),
     ArrayOfHostLowLevelProvisioningManagerFileDeleteResult(Box<Vec<HostLowLevelProvisioningManagerFileDeleteResult>>),
     ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec(Box<Vec<HostLowLevelProvisioningManagerFileDeleteSpec>>),
@@ -259,8 +259,8 @@ pub enum Object {
     ArrayOfHostLowLevelProvisioningManagerFileReserveSpec(Box<Vec<HostLowLevelProvisioningManagerFileReserveSpec>>),
     ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec(Box<Vec<HostLowLevelProvisioningManagerSnapshotLayoutSpec>>),
     ArrayOfHostMemberHealthCheckResult(Box<Vec<AnyHostMemberHealthCheckResult>>),
-    ArrayOfHostMemberRuntimeInfo(Box<Vec<HostMemberRuntimeInfo>>),
-    ArrayOfHostMemoryTierInfo(Box<Vec<HostMemoryTierInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostMemberRuntimeInfo(Box<Vec<HostMemberRuntimeInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostMemoryTierInfo(Box<Vec<HostMemoryTierInfo>>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -300,53 +300,53 @@ fn decode(
         #[cfg(feature = "admin")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHealthUpdateInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAccessControlEntry(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAccountSpec(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostActiveDirectory(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAssignableHardwareBinding(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAuthenticationInfo(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAuthenticationStoreInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostActiveDirectory(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAssignableHardwareBinding(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAuthenticationInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostAuthenticationStoreInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostBootDevice(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostCacheConfigurationInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostCacheConfigurationInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostCertificateManagerCertificateInfo(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostConnectInfoNetworkInfo(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostConnectSpec(v), Err(e) => return Some(Err(e)) },
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostCpuIdInfo(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostCpuPackage(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostCpuPackage(v), Err(e) => return Some(Err(e)) },
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDatastoreBrowserSearchResults(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDatastoreConnectInfo(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDatastoreSystemDatastoreResult(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDateTimeSystemTimeZone(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDhcpService(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDhcpServiceConfig(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiagnosticPartition(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDateTimeSystemTimeZone(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDhcpService(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDhcpServiceConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiagnosticPartition(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiagnosticPartitionCreateOption(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskConfigurationResult(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskMappingPartitionOption(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskPartitionAttributes(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskPartitionBlockRange(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDiskPartitionInfo(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDvxClass(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostDvxClass(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostEventArgument(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFeatureCapability(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFeatureMask(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFeatureVersionInfo(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFileSystemMountInfo(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFirewallConfigRuleSetConfig(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFirewallRule(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFirewallRuleset(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFirewallRulesetIpNetwork(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostGraphicsConfigDeviceType(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostGraphicsInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFileSystemMountInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFirewallConfigRuleSetConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFirewallRule(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFirewallRuleset(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostFirewallRulesetIpNetwork(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostGraphicsConfigDeviceType(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostGraphicsInfo(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostHardwareElementInfo(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostHostBusAdapter(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostInternetScsiHbaIscsiIpv6Address(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostHostBusAdapter(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostInternetScsiHbaIscsiIpv6Address(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostInternetScsiHbaParamValue(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostInternetScsiHbaSendTarget(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostInternetScsiHbaStaticTarget(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostIoFilterInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostInternetScsiHbaSendTarget(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostInternetScsiHbaStaticTarget(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostIoFilterInfo(v), Err(e) => return Some(Err(e)) },
         69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostIpConfigIpV6Address(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostIpRouteEntry(v), Err(e) => return Some(Err(e)) },
-        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostIpRouteOp(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostIpRouteEntry(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostIpRouteOp(v), Err(e) => return Some(Err(e)) },
         72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec(v), Err(e) => return Some(Err(e)) },
         73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteResult(v), Err(e) => return Some(Err(e)) },
         74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec(v), Err(e) => return Some(Err(e)) },
@@ -354,8 +354,8 @@ fn decode(
         76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileReserveSpec(v), Err(e) => return Some(Err(e)) },
         77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec(v), Err(e) => return Some(Err(e)) },
         78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMemberHealthCheckResult(v), Err(e) => return Some(Err(e)) },
-        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMemberRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMemoryTierInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMemberRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMemoryTierInfo(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -389,53 +389,53 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "admin")] Object::ArrayOfHealthUpdateInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostAccessControlEntry(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostAccountSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostActiveDirectory(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostAssignableHardwareBinding(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostAuthenticationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostAuthenticationStoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostActiveDirectory(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAssignableHardwareBinding(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAuthenticationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAuthenticationStoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostBootDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostCacheConfigurationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostCacheConfigurationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostCertificateManagerCertificateInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostConnectInfoNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostConnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostCpuIdInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostCpuPackage(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostCpuPackage(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostDatastoreBrowserSearchResults(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostDatastoreConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostDatastoreSystemDatastoreResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostDateTimeSystemTimeZone(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostDhcpService(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostDhcpServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostDiagnosticPartition(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDateTimeSystemTimeZone(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDhcpService(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDhcpServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDiagnosticPartition(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostDiagnosticPartitionCreateOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostDiskConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostDiskMappingPartitionOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostDiskPartitionAttributes(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostDiskPartitionBlockRange(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostDiskPartitionInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostDvxClass(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDvxClass(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostFeatureCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostFeatureMask(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostFeatureVersionInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostFileSystemMountInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostFirewallConfigRuleSetConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostFirewallRule(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostFirewallRuleset(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostFirewallRulesetIpNetwork(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostGraphicsConfigDeviceType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostGraphicsInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostFileSystemMountInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostFirewallConfigRuleSetConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostFirewallRule(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostFirewallRuleset(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostFirewallRulesetIpNetwork(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostGraphicsConfigDeviceType(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostGraphicsInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostHardwareElementInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostHostBusAdapter(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostInternetScsiHbaIscsiIpv6Address(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostHostBusAdapter(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostInternetScsiHbaIscsiIpv6Address(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostInternetScsiHbaParamValue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostInternetScsiHbaSendTarget(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostInternetScsiHbaStaticTarget(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostIoFilterInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostInternetScsiHbaSendTarget(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostInternetScsiHbaStaticTarget(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostIoFilterInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostIpConfigIpV6Address(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostIpRouteEntry(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostIpRouteOp(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostIpRouteEntry(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostIpRouteOp(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -443,8 +443,8 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfHostLowLevelProvisioningManagerFileReserveSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostMemberHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostMemberRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostMemoryTierInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostMemberRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostMemoryTierInfo(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -483,53 +483,53 @@ impl x::DataObject for Object {
             #[cfg(feature = "admin")] Object::ArrayOfHealthUpdateInfo(_) => "ArrayOfHealthUpdateInfo",
             #[cfg(feature = "admin")] Object::ArrayOfHostAccessControlEntry(_) => "ArrayOfHostAccessControlEntry",
             Object::ArrayOfHostAccountSpec(_) => "ArrayOfHostAccountSpec",
-            Object::ArrayOfHostActiveDirectory(_) => "ArrayOfHostActiveDirectory",
-            Object::ArrayOfHostAssignableHardwareBinding(_) => "ArrayOfHostAssignableHardwareBinding",
-            Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(_) => "ArrayOfHostAssignableHardwareConfigAttributeOverride",
-            Object::ArrayOfHostAuthenticationInfo(_) => "ArrayOfHostAuthenticationInfo",
-            Object::ArrayOfHostAuthenticationStoreInfo(_) => "ArrayOfHostAuthenticationStoreInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostActiveDirectory(_) => "ArrayOfHostActiveDirectory",
+            #[cfg(feature = "admin")] Object::ArrayOfHostAssignableHardwareBinding(_) => "ArrayOfHostAssignableHardwareBinding",
+            #[cfg(feature = "admin")] Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(_) => "ArrayOfHostAssignableHardwareConfigAttributeOverride",
+            #[cfg(feature = "admin")] Object::ArrayOfHostAuthenticationInfo(_) => "ArrayOfHostAuthenticationInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostAuthenticationStoreInfo(_) => "ArrayOfHostAuthenticationStoreInfo",
             #[cfg(feature = "admin")] Object::ArrayOfHostBootDevice(_) => "ArrayOfHostBootDevice",
-            Object::ArrayOfHostCacheConfigurationInfo(_) => "ArrayOfHostCacheConfigurationInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostCacheConfigurationInfo(_) => "ArrayOfHostCacheConfigurationInfo",
             #[cfg(feature = "admin")] Object::ArrayOfHostCertificateManagerCertificateInfo(_) => "ArrayOfHostCertificateManagerCertificateInfo",
             Object::ArrayOfHostConnectInfoNetworkInfo(_) => "ArrayOfHostConnectInfoNetworkInfo",
             Object::ArrayOfHostConnectSpec(_) => "ArrayOfHostConnectSpec",
             Object::ArrayOfHostCpuIdInfo(_) => "ArrayOfHostCpuIdInfo",
-            Object::ArrayOfHostCpuPackage(_) => "ArrayOfHostCpuPackage",
+            #[cfg(feature = "admin")] Object::ArrayOfHostCpuPackage(_) => "ArrayOfHostCpuPackage",
             Object::ArrayOfHostDatastoreBrowserSearchResults(_) => "ArrayOfHostDatastoreBrowserSearchResults",
             Object::ArrayOfHostDatastoreConnectInfo(_) => "ArrayOfHostDatastoreConnectInfo",
             Object::ArrayOfHostDatastoreSystemDatastoreResult(_) => "ArrayOfHostDatastoreSystemDatastoreResult",
-            Object::ArrayOfHostDateTimeSystemTimeZone(_) => "ArrayOfHostDateTimeSystemTimeZone",
-            Object::ArrayOfHostDhcpService(_) => "ArrayOfHostDhcpService",
-            Object::ArrayOfHostDhcpServiceConfig(_) => "ArrayOfHostDhcpServiceConfig",
-            Object::ArrayOfHostDiagnosticPartition(_) => "ArrayOfHostDiagnosticPartition",
+            #[cfg(feature = "admin")] Object::ArrayOfHostDateTimeSystemTimeZone(_) => "ArrayOfHostDateTimeSystemTimeZone",
+            #[cfg(feature = "admin")] Object::ArrayOfHostDhcpService(_) => "ArrayOfHostDhcpService",
+            #[cfg(feature = "admin")] Object::ArrayOfHostDhcpServiceConfig(_) => "ArrayOfHostDhcpServiceConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfHostDiagnosticPartition(_) => "ArrayOfHostDiagnosticPartition",
             #[cfg(feature = "admin")] Object::ArrayOfHostDiagnosticPartitionCreateOption(_) => "ArrayOfHostDiagnosticPartitionCreateOption",
             Object::ArrayOfHostDiskConfigurationResult(_) => "ArrayOfHostDiskConfigurationResult",
             Object::ArrayOfHostDiskMappingPartitionOption(_) => "ArrayOfHostDiskMappingPartitionOption",
             Object::ArrayOfHostDiskPartitionAttributes(_) => "ArrayOfHostDiskPartitionAttributes",
             Object::ArrayOfHostDiskPartitionBlockRange(_) => "ArrayOfHostDiskPartitionBlockRange",
             #[cfg(feature = "admin")] Object::ArrayOfHostDiskPartitionInfo(_) => "ArrayOfHostDiskPartitionInfo",
-            Object::ArrayOfHostDvxClass(_) => "ArrayOfHostDvxClass",
+            #[cfg(feature = "admin")] Object::ArrayOfHostDvxClass(_) => "ArrayOfHostDvxClass",
             Object::ArrayOfHostEventArgument(_) => "ArrayOfHostEventArgument",
             Object::ArrayOfHostFeatureCapability(_) => "ArrayOfHostFeatureCapability",
             Object::ArrayOfHostFeatureMask(_) => "ArrayOfHostFeatureMask",
             Object::ArrayOfHostFeatureVersionInfo(_) => "ArrayOfHostFeatureVersionInfo",
-            Object::ArrayOfHostFileSystemMountInfo(_) => "ArrayOfHostFileSystemMountInfo",
-            Object::ArrayOfHostFirewallConfigRuleSetConfig(_) => "ArrayOfHostFirewallConfigRuleSetConfig",
-            Object::ArrayOfHostFirewallRule(_) => "ArrayOfHostFirewallRule",
-            Object::ArrayOfHostFirewallRuleset(_) => "ArrayOfHostFirewallRuleset",
-            Object::ArrayOfHostFirewallRulesetIpNetwork(_) => "ArrayOfHostFirewallRulesetIpNetwork",
-            Object::ArrayOfHostGraphicsConfigDeviceType(_) => "ArrayOfHostGraphicsConfigDeviceType",
-            Object::ArrayOfHostGraphicsInfo(_) => "ArrayOfHostGraphicsInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostFileSystemMountInfo(_) => "ArrayOfHostFileSystemMountInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostFirewallConfigRuleSetConfig(_) => "ArrayOfHostFirewallConfigRuleSetConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfHostFirewallRule(_) => "ArrayOfHostFirewallRule",
+            #[cfg(feature = "admin")] Object::ArrayOfHostFirewallRuleset(_) => "ArrayOfHostFirewallRuleset",
+            #[cfg(feature = "admin")] Object::ArrayOfHostFirewallRulesetIpNetwork(_) => "ArrayOfHostFirewallRulesetIpNetwork",
+            #[cfg(feature = "admin")] Object::ArrayOfHostGraphicsConfigDeviceType(_) => "ArrayOfHostGraphicsConfigDeviceType",
+            #[cfg(feature = "admin")] Object::ArrayOfHostGraphicsInfo(_) => "ArrayOfHostGraphicsInfo",
             Object::ArrayOfHostHardwareElementInfo(_) => "ArrayOfHostHardwareElementInfo",
-            Object::ArrayOfHostHostBusAdapter(_) => "ArrayOfHostHostBusAdapter",
-            Object::ArrayOfHostInternetScsiHbaIscsiIpv6Address(_) => "ArrayOfHostInternetScsiHbaIscsiIpv6Address",
+            #[cfg(feature = "admin")] Object::ArrayOfHostHostBusAdapter(_) => "ArrayOfHostHostBusAdapter",
+            #[cfg(feature = "admin")] Object::ArrayOfHostInternetScsiHbaIscsiIpv6Address(_) => "ArrayOfHostInternetScsiHbaIscsiIpv6Address",
             Object::ArrayOfHostInternetScsiHbaParamValue(_) => "ArrayOfHostInternetScsiHbaParamValue",
-            Object::ArrayOfHostInternetScsiHbaSendTarget(_) => "ArrayOfHostInternetScsiHbaSendTarget",
-            Object::ArrayOfHostInternetScsiHbaStaticTarget(_) => "ArrayOfHostInternetScsiHbaStaticTarget",
-            Object::ArrayOfHostIoFilterInfo(_) => "ArrayOfHostIoFilterInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostInternetScsiHbaSendTarget(_) => "ArrayOfHostInternetScsiHbaSendTarget",
+            #[cfg(feature = "admin")] Object::ArrayOfHostInternetScsiHbaStaticTarget(_) => "ArrayOfHostInternetScsiHbaStaticTarget",
+            #[cfg(feature = "admin")] Object::ArrayOfHostIoFilterInfo(_) => "ArrayOfHostIoFilterInfo",
             Object::ArrayOfHostIpConfigIpV6Address(_) => "ArrayOfHostIpConfigIpV6Address",
-            Object::ArrayOfHostIpRouteEntry(_) => "ArrayOfHostIpRouteEntry",
-            Object::ArrayOfHostIpRouteOp(_) => "ArrayOfHostIpRouteOp",
+            #[cfg(feature = "admin")] Object::ArrayOfHostIpRouteEntry(_) => "ArrayOfHostIpRouteEntry",
+            #[cfg(feature = "admin")] Object::ArrayOfHostIpRouteOp(_) => "ArrayOfHostIpRouteOp",
             Object::ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec(_) => "ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec",
             Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteResult(_) => "ArrayOfHostLowLevelProvisioningManagerFileDeleteResult",
             Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec(_) => "ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec",
@@ -537,8 +537,8 @@ impl x::DataObject for Object {
             Object::ArrayOfHostLowLevelProvisioningManagerFileReserveSpec(_) => "ArrayOfHostLowLevelProvisioningManagerFileReserveSpec",
             Object::ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec(_) => "ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec",
             Object::ArrayOfHostMemberHealthCheckResult(_) => "ArrayOfHostMemberHealthCheckResult",
-            Object::ArrayOfHostMemberRuntimeInfo(_) => "ArrayOfHostMemberRuntimeInfo",
-            Object::ArrayOfHostMemoryTierInfo(_) => "ArrayOfHostMemoryTierInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostMemberRuntimeInfo(_) => "ArrayOfHostMemberRuntimeInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostMemoryTierInfo(_) => "ArrayOfHostMemoryTierInfo",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -583,53 +583,53 @@ impl x::DataObject for Object {
             #[cfg(feature = "admin")] Object::ArrayOfHealthUpdateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostAccessControlEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostAccountSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostActiveDirectory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostAssignableHardwareBinding(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostAuthenticationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostAuthenticationStoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostActiveDirectory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAssignableHardwareBinding(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAuthenticationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostAuthenticationStoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostBootDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostCacheConfigurationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostCacheConfigurationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostCertificateManagerCertificateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostConnectInfoNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostConnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostCpuIdInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostCpuPackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostCpuPackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostDatastoreBrowserSearchResults(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostDatastoreConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostDatastoreSystemDatastoreResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostDateTimeSystemTimeZone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostDhcpService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostDhcpServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostDiagnosticPartition(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDateTimeSystemTimeZone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDhcpService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDhcpServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDiagnosticPartition(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostDiagnosticPartitionCreateOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostDiskConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostDiskMappingPartitionOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostDiskPartitionAttributes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostDiskPartitionBlockRange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostDiskPartitionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostDvxClass(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostDvxClass(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostFeatureCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostFeatureMask(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostFeatureVersionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostFileSystemMountInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostFirewallConfigRuleSetConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostFirewallRule(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostFirewallRuleset(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostFirewallRulesetIpNetwork(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostGraphicsConfigDeviceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostGraphicsInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostFileSystemMountInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostFirewallConfigRuleSetConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostFirewallRule(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostFirewallRuleset(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostFirewallRulesetIpNetwork(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostGraphicsConfigDeviceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostGraphicsInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostHardwareElementInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostHostBusAdapter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostInternetScsiHbaIscsiIpv6Address(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostHostBusAdapter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostInternetScsiHbaIscsiIpv6Address(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostInternetScsiHbaParamValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostInternetScsiHbaSendTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostInternetScsiHbaStaticTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostIoFilterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostInternetScsiHbaSendTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostInternetScsiHbaStaticTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostIoFilterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostIpConfigIpV6Address(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostIpRouteEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostIpRouteOp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostIpRouteEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostIpRouteOp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -637,8 +637,8 @@ impl x::DataObject for Object {
             Object::ArrayOfHostLowLevelProvisioningManagerFileReserveSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostMemberHealthCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostMemberRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostMemoryTierInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostMemberRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostMemoryTierInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
@@ -1044,7 +1044,7 @@ impl x::ObjectArrayItem for AnyHostAccountSpec {
     }
 }
 
-impl x::ObjectArrayItem for HostActiveDirectory {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostActiveDirectory {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostActiveDirectory>>) -> Object {
@@ -1060,7 +1060,7 @@ impl x::ObjectArrayItem for HostActiveDirectory {
     }
 }
 
-impl x::ObjectArrayItem for HostAssignableHardwareBinding {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostAssignableHardwareBinding {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostAssignableHardwareBinding>>) -> Object {
@@ -1076,7 +1076,7 @@ impl x::ObjectArrayItem for HostAssignableHardwareBinding {
     }
 }
 
-impl x::ObjectArrayItem for HostAssignableHardwareConfigAttributeOverride {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostAssignableHardwareConfigAttributeOverride {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostAssignableHardwareConfigAttributeOverride>>) -> Object {
@@ -1092,7 +1092,7 @@ impl x::ObjectArrayItem for HostAssignableHardwareConfigAttributeOverride {
     }
 }
 
-impl x::ObjectArrayItem for HostAuthenticationInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostAuthenticationInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostAuthenticationInfo>>) -> Object {
@@ -1108,7 +1108,7 @@ impl x::ObjectArrayItem for HostAuthenticationInfo {
     }
 }
 
-impl x::ObjectArrayItem for AnyHostAuthenticationStoreInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyHostAuthenticationStoreInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AnyHostAuthenticationStoreInfo>>) -> Object {
@@ -1140,7 +1140,7 @@ impl x::ObjectArrayItem for AnyHostAuthenticationStoreInfo {
     }
 }
 
-impl x::ObjectArrayItem for HostCacheConfigurationInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostCacheConfigurationInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostCacheConfigurationInfo>>) -> Object {
@@ -1220,7 +1220,7 @@ impl x::ObjectArrayItem for HostCpuIdInfo {
     }
 }
 
-impl x::ObjectArrayItem for HostCpuPackage {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostCpuPackage {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostCpuPackage>>) -> Object {
@@ -1284,7 +1284,7 @@ impl x::ObjectArrayItem for HostDatastoreSystemDatastoreResult {
     }
 }
 
-impl x::ObjectArrayItem for HostDateTimeSystemTimeZone {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostDateTimeSystemTimeZone {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostDateTimeSystemTimeZone>>) -> Object {
@@ -1300,7 +1300,7 @@ impl x::ObjectArrayItem for HostDateTimeSystemTimeZone {
     }
 }
 
-impl x::ObjectArrayItem for HostDhcpService {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostDhcpService {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostDhcpService>>) -> Object {
@@ -1316,7 +1316,7 @@ impl x::ObjectArrayItem for HostDhcpService {
     }
 }
 
-impl x::ObjectArrayItem for HostDhcpServiceConfig {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostDhcpServiceConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostDhcpServiceConfig>>) -> Object {
@@ -1332,7 +1332,7 @@ impl x::ObjectArrayItem for HostDhcpServiceConfig {
     }
 }
 
-impl x::ObjectArrayItem for HostDiagnosticPartition {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostDiagnosticPartition {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostDiagnosticPartition>>) -> Object {
@@ -1444,7 +1444,7 @@ impl x::ObjectArrayItem for HostDiskPartitionBlockRange {
     }
 }
 
-impl x::ObjectArrayItem for HostDvxClass {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostDvxClass {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostDvxClass>>) -> Object {
@@ -1524,7 +1524,7 @@ impl x::ObjectArrayItem for HostFeatureVersionInfo {
     }
 }
 
-impl x::ObjectArrayItem for HostFileSystemMountInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostFileSystemMountInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostFileSystemMountInfo>>) -> Object {
@@ -1540,7 +1540,7 @@ impl x::ObjectArrayItem for HostFileSystemMountInfo {
     }
 }
 
-impl x::ObjectArrayItem for HostFirewallConfigRuleSetConfig {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostFirewallConfigRuleSetConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostFirewallConfigRuleSetConfig>>) -> Object {
@@ -1556,7 +1556,7 @@ impl x::ObjectArrayItem for HostFirewallConfigRuleSetConfig {
     }
 }
 
-impl x::ObjectArrayItem for HostFirewallRule {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostFirewallRule {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostFirewallRule>>) -> Object {
@@ -1572,7 +1572,7 @@ impl x::ObjectArrayItem for HostFirewallRule {
     }
 }
 
-impl x::ObjectArrayItem for HostFirewallRuleset {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostFirewallRuleset {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostFirewallRuleset>>) -> Object {
@@ -1588,7 +1588,7 @@ impl x::ObjectArrayItem for HostFirewallRuleset {
     }
 }
 
-impl x::ObjectArrayItem for HostFirewallRulesetIpNetwork {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostFirewallRulesetIpNetwork {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostFirewallRulesetIpNetwork>>) -> Object {
@@ -1604,7 +1604,7 @@ impl x::ObjectArrayItem for HostFirewallRulesetIpNetwork {
     }
 }
 
-impl x::ObjectArrayItem for HostGraphicsConfigDeviceType {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostGraphicsConfigDeviceType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostGraphicsConfigDeviceType>>) -> Object {
@@ -1620,7 +1620,7 @@ impl x::ObjectArrayItem for HostGraphicsConfigDeviceType {
     }
 }
 
-impl x::ObjectArrayItem for HostGraphicsInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostGraphicsInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostGraphicsInfo>>) -> Object {
@@ -1652,7 +1652,7 @@ impl x::ObjectArrayItem for AnyHostHardwareElementInfo {
     }
 }
 
-impl x::ObjectArrayItem for AnyHostHostBusAdapter {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyHostHostBusAdapter {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AnyHostHostBusAdapter>>) -> Object {
@@ -1668,7 +1668,7 @@ impl x::ObjectArrayItem for AnyHostHostBusAdapter {
     }
 }
 
-impl x::ObjectArrayItem for HostInternetScsiHbaIscsiIpv6Address {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostInternetScsiHbaIscsiIpv6Address {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostInternetScsiHbaIscsiIpv6Address>>) -> Object {
@@ -1700,7 +1700,7 @@ impl x::ObjectArrayItem for HostInternetScsiHbaParamValue {
     }
 }
 
-impl x::ObjectArrayItem for HostInternetScsiHbaSendTarget {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostInternetScsiHbaSendTarget {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostInternetScsiHbaSendTarget>>) -> Object {
@@ -1716,7 +1716,7 @@ impl x::ObjectArrayItem for HostInternetScsiHbaSendTarget {
     }
 }
 
-impl x::ObjectArrayItem for HostInternetScsiHbaStaticTarget {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostInternetScsiHbaStaticTarget {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostInternetScsiHbaStaticTarget>>) -> Object {
@@ -1732,7 +1732,7 @@ impl x::ObjectArrayItem for HostInternetScsiHbaStaticTarget {
     }
 }
 
-impl x::ObjectArrayItem for HostIoFilterInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostIoFilterInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostIoFilterInfo>>) -> Object {
@@ -1764,7 +1764,7 @@ impl x::ObjectArrayItem for HostIpConfigIpV6Address {
     }
 }
 
-impl x::ObjectArrayItem for HostIpRouteEntry {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostIpRouteEntry {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostIpRouteEntry>>) -> Object {
@@ -1780,7 +1780,7 @@ impl x::ObjectArrayItem for HostIpRouteEntry {
     }
 }
 
-impl x::ObjectArrayItem for HostIpRouteOp {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostIpRouteOp {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostIpRouteOp>>) -> Object {
@@ -1908,7 +1908,7 @@ impl x::ObjectArrayItem for AnyHostMemberHealthCheckResult {
     }
 }
 
-impl x::ObjectArrayItem for HostMemberRuntimeInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostMemberRuntimeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostMemberRuntimeInfo>>) -> Object {
@@ -1924,7 +1924,7 @@ impl x::ObjectArrayItem for HostMemberRuntimeInfo {
     }
 }
 
-impl x::ObjectArrayItem for HostMemoryTierInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostMemoryTierInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostMemoryTierInfo>>) -> Object {

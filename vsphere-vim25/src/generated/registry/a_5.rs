@@ -180,67 +180,67 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    ArrayOfHostMultipathInfoLogicalUnit(Box<Vec<HostMultipathInfoLogicalUnit>>),
-    ArrayOfHostMultipathInfoPath(Box<Vec<HostMultipathInfoPath>>),
-    ArrayOfHostMultipathStateInfoPath(Box<Vec<HostMultipathStateInfoPath>>),
-    ArrayOfHostNasVolumeConfig(Box<Vec<HostNasVolumeConfig>>),
-    ArrayOfHostNatService(Box<Vec<HostNatService>>),
-    ArrayOfHostNatServiceConfig(Box<Vec<HostNatServiceConfig>>),
-    ArrayOfHostNatServicePortForwardSpec(Box<Vec<HostNatServicePortForwardSpec>>),
-    ArrayOfHostNetStackInstance(Box<Vec<HostNetStackInstance>>),
-    ArrayOfHostNetworkConfigNetStackSpec(Box<Vec<HostNetworkConfigNetStackSpec>>),
-    ArrayOfHostNumaNode(Box<Vec<HostNumaNode>>),
+    #[cfg(feature = "admin")] ArrayOfHostMultipathInfoLogicalUnit(Box<Vec<HostMultipathInfoLogicalUnit>>),
+    #[cfg(feature = "admin")] ArrayOfHostMultipathInfoPath(Box<Vec<HostMultipathInfoPath>>),
+    #[cfg(feature = "admin")] ArrayOfHostMultipathStateInfoPath(Box<Vec<HostMultipathStateInfoPath>>),
+    #[cfg(feature = "admin")] ArrayOfHostNasVolumeConfig(Box<Vec<HostNasVolumeConfig>>),
+    #[cfg(feature = "admin")] ArrayOfHostNatService(Box<Vec<HostNatService>>),
+    #[cfg(feature = "admin")] ArrayOfHostNatServiceConfig(Box<Vec<HostNatServiceConfig>>),
+    #[cfg(feature = "admin")] ArrayOfHostNatServicePortForwardSpec(Box<Vec<HostNatServicePortForwardSpec>>),
+    #[cfg(feature = "admin")] ArrayOfHostNetStackInstance(Box<Vec<HostNetStackInstance>>),
+    #[cfg(feature = "admin")] ArrayOfHostNetworkConfigNetStackSpec(Box<Vec<HostNetworkConfigNetStackSpec>>),
+    #[cfg(feature = "admin")] ArrayOfHostNumaNode(Box<Vec<HostNumaNode>>),
     ArrayOfHostNumericSensorInfo(Box<Vec<HostNumericSensorInfo>>),
     #[cfg(feature = "admin")] ArrayOfHostNvmeConnectSpec(Box<Vec<HostNvmeConnectSpec>>),
-    ArrayOfHostNvmeController(Box<Vec<HostNvmeController>>),
+    #[cfg(feature = "admin")] ArrayOfHostNvmeController(Box<Vec<HostNvmeController>>),
     #[cfg(feature = "admin")] ArrayOfHostNvmeDisconnectSpec(Box<Vec<HostNvmeDisconnectSpec>>),
     #[cfg(feature = "admin")] ArrayOfHostNvmeDiscoveryLogEntry(Box<Vec<HostNvmeDiscoveryLogEntry>>),
-    ArrayOfHostNvmeNamespace(Box<Vec<HostNvmeNamespace>>),
-    ArrayOfHostNvmeTopologyInterface(Box<Vec<HostNvmeTopologyInterface>>),
-    ArrayOfHostOpaqueNetworkInfo(Box<Vec<HostOpaqueNetworkInfo>>),
-    ArrayOfHostOpaqueSwitch(Box<Vec<HostOpaqueSwitch>>),
-    ArrayOfHostOpaqueSwitchPhysicalNicZone(Box<Vec<HostOpaqueSwitchPhysicalNicZone>>),
+    #[cfg(feature = "admin")] ArrayOfHostNvmeNamespace(Box<Vec<HostNvmeNamespace>>),
+    #[cfg(feature = "admin")] ArrayOfHostNvmeTopologyInterface(Box<Vec<HostNvmeTopologyInterface>>),
+    #[cfg(feature = "admin")] ArrayOfHostOpaqueNetworkInfo(Box<Vec<HostOpaqueNetworkInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostOpaqueSwitch(Box<Vec<HostOpaqueSwitch>>),
+    #[cfg(feature = "admin")] ArrayOfHostOpaqueSwitchPhysicalNicZone(Box<Vec<HostOpaqueSwitchPhysicalNicZone>>),
     ArrayOfHostPartialMaintenanceModeRuntimeInfo(Box<Vec<HostPartialMaintenanceModeRuntimeInfo>>),
     ArrayOfHostPatchManagerStatus(Box<Vec<HostPatchManagerStatus>>),
     ArrayOfHostPatchManagerStatusPrerequisitePatch(Box<Vec<HostPatchManagerStatusPrerequisitePatch>>),
     #[cfg(feature = "admin")] ArrayOfHostPathSelectionPolicyOption(Box<Vec<HostPathSelectionPolicyOption>>),
     ArrayOfHostPciDevice(Box<Vec<HostPciDevice>>),
     #[cfg(feature = "admin")] ArrayOfHostPciPassthruConfig(Box<Vec<AnyHostPciPassthruConfig>>),
-    ArrayOfHostPciPassthruInfo(Box<Vec<AnyHostPciPassthruInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostPciPassthruInfo(Box<Vec<AnyHostPciPassthruInfo>>),
     ArrayOfHostPlacedVirtualNicIdentifier(Box<Vec<HostPlacedVirtualNicIdentifier>>),
-    ArrayOfHostPlugStoreTopologyAdapter(Box<Vec<HostPlugStoreTopologyAdapter>>),
-    ArrayOfHostPlugStoreTopologyDevice(Box<Vec<HostPlugStoreTopologyDevice>>),
-    ArrayOfHostPlugStoreTopologyPath(Box<Vec<HostPlugStoreTopologyPath>>),
-    ArrayOfHostPlugStoreTopologyPlugin(Box<Vec<HostPlugStoreTopologyPlugin>>),
-    ArrayOfHostPlugStoreTopologyTarget(Box<Vec<HostPlugStoreTopologyTarget>>),
+    #[cfg(feature = "admin")] ArrayOfHostPlugStoreTopologyAdapter(Box<Vec<HostPlugStoreTopologyAdapter>>),
+    #[cfg(feature = "admin")] ArrayOfHostPlugStoreTopologyDevice(Box<Vec<HostPlugStoreTopologyDevice>>),
+    #[cfg(feature = "admin")] ArrayOfHostPlugStoreTopologyPath(Box<Vec<HostPlugStoreTopologyPath>>),
+    #[cfg(feature = "admin")] ArrayOfHostPlugStoreTopologyPlugin(Box<Vec<HostPlugStoreTopologyPlugin>>),
+    #[cfg(feature = "admin")] ArrayOfHostPlugStoreTopologyTarget(Box<Vec<HostPlugStoreTopologyTarget>>),
     ArrayOfHostPnicNetworkResourceInfo(Box<Vec<HostPnicNetworkResourceInfo>>),
-    ArrayOfHostPortGroup(Box<Vec<HostPortGroup>>),
-    ArrayOfHostPortGroupConfig(Box<Vec<HostPortGroupConfig>>),
-    ArrayOfHostPortGroupPort(Box<Vec<HostPortGroupPort>>),
+    #[cfg(feature = "admin")] ArrayOfHostPortGroup(Box<Vec<HostPortGroup>>),
+    #[cfg(feature = "admin")] ArrayOfHostPortGroupConfig(Box<Vec<HostPortGroupConfig>>),
+    #[cfg(feature = "admin")] ArrayOfHostPortGroupPort(Box<Vec<HostPortGroupPort>>),
     ArrayOfHostPortGroupProfile(Box<Vec<HostPortGroupProfile>>),
-    ArrayOfHostPowerPolicy(Box<Vec<HostPowerPolicy>>),
+    #[cfg(feature = "admin")] ArrayOfHostPowerPolicy(Box<Vec<HostPowerPolicy>>),
     ArrayOfHostProfileManagerCompositionResultResultElement(Box<Vec<HostProfileManagerCompositionResultResultElement>>),
     ArrayOfHostProfileManagerCompositionValidationResultResultElement(Box<Vec<HostProfileManagerCompositionValidationResultResultElement>>),
     ArrayOfHostProfilesEntityCustomizations(Box<Vec<AnyHostProfilesEntityCustomizations>>),
     ArrayOfHostProtocolEndpoint(Box<Vec<HostProtocolEndpoint>>),
-    ArrayOfHostProxySwitch(Box<Vec<HostProxySwitch>>),
-    ArrayOfHostProxySwitchConfig(Box<Vec<HostProxySwitchConfig>>),
-    ArrayOfHostProxySwitchHostLagConfig(Box<Vec<HostProxySwitchHostLagConfig>>),
-    ArrayOfHostPtpConfigPtpPort(Box<Vec<HostPtpConfigPtpPort>>),
-    ArrayOfHostQualifiedName(Box<Vec<HostQualifiedName>>),
-    ArrayOfHostRdmaDevice(Box<Vec<HostRdmaDevice>>),
+    #[cfg(feature = "admin")] ArrayOfHostProxySwitch(Box<Vec<HostProxySwitch>>),
+    #[cfg(feature = "admin")] ArrayOfHostProxySwitchConfig(Box<Vec<HostProxySwitchConfig>>),
+    #[cfg(feature = "admin")] ArrayOfHostProxySwitchHostLagConfig(Box<Vec<HostProxySwitchHostLagConfig>>),
+    #[cfg(feature = "admin")] ArrayOfHostPtpConfigPtpPort(Box<Vec<HostPtpConfigPtpPort>>),
+    #[cfg(feature = "admin")] ArrayOfHostQualifiedName(Box<Vec<HostQualifiedName>>),
+    #[cfg(feature = "admin")] ArrayOfHostRdmaDevice(Box<Vec<HostRdmaDevice>>),
     ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo(Box<Vec<HostRuntimeInfoNetStackInstanceRuntimeInfo>>),
     ArrayOfHostScsiDisk(Box<Vec<HostScsiDisk>>),
     ArrayOfHostScsiDiskPartition(Box<Vec<HostScsiDiskPartition>>),
-    ArrayOfHostScsiTopologyInterface(Box<Vec<HostScsiTopologyInterface>>),
-    ArrayOfHostScsiTopologyLun(Box<Vec<HostScsiTopologyLun>>),
-    ArrayOfHostScsiTopologyTarget(Box<Vec<HostScsiTopologyTarget>>),
-    ArrayOfHostService(Box<Vec<HostService>>),
-    ArrayOfHostServiceConfig(Box<Vec<HostServiceConfig>>),
-    ArrayOfHostSharedGpuCapabilities(Box<Vec<HostSharedGpuCapabilities>>),
+    #[cfg(feature = "admin")] ArrayOfHostScsiTopologyInterface(Box<Vec<HostScsiTopologyInterface>>),
+    #[cfg(feature = "admin")] ArrayOfHostScsiTopologyLun(Box<Vec<HostScsiTopologyLun>>),
+    #[cfg(feature = "admin")] ArrayOfHostScsiTopologyTarget(Box<Vec<HostScsiTopologyTarget>>),
+    #[cfg(feature = "admin")] ArrayOfHostService(Box<Vec<HostService>>),
+    #[cfg(feature = "admin")] ArrayOfHostServiceConfig(Box<Vec<HostServiceConfig>>),
+    #[cfg(feature = "admin")] ArrayOfHostSharedGpuCapabilities(Box<Vec<HostSharedGpuCapabilities>>),
     #[cfg(feature = "admin")] ArrayOfHostSnmpDestination(Box<Vec<HostSnmpDestination>>),
-    ArrayOfHostSriovDevicePoolInfo(Box<Vec<AnyHostSriovDevicePoolInfo>>),
-    ArrayOfHostSslThumbprintInfo(Box<Vec<HostSslThumbprintInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostSriovDevicePoolInfo(Box<Vec<AnyHostSriovDevicePoolInfo>>),
+    #[cfg(feature = "admin")] ArrayOfHostSslThumbprintInfo(Box<Vec<HostSslThumbprintInfo>>),
     #[cfg(feature = "admin")] ArrayOfHostStorageArrayTypePolicyOption(Box<Vec<HostStorageArrayTypePolicyOption>>),
     ArrayOfHostStorageElementInfo(Box<Vec<HostStorageElementInfo>>),
     ArrayOfHostStorageOperationalInfo(Box<Vec<HostStorageOperationalInfo>>),
@@ -250,9 +250,9 @@ pub enum Object {
     ArrayOfHostSubSpecification(Box<Vec<HostSubSpecification>>),
     ArrayOfHostSystemIdentificationInfo(Box<Vec<HostSystemIdentificationInfo>>),
     ArrayOfHostSystemResourceInfo(Box<Vec<HostSystemResourceInfo>>),
-    ArrayOfHostSystemSwapConfigurationSystemSwapOption(Box<Vec<AnyHostSystemSwapConfigurationSystemSwapOption>>),
+    #[cfg(feature = "admin")] ArrayOfHostSystemSwapConfigurationSystemSwapOption(Box<Vec<AnyHostSystemSwapConfigurationSystemSwapOption>>),
     ArrayOfHostTpmDigestInfo(Box<Vec<HostTpmDigestInfo>>),
-    ArrayOfHostTpmEventLogEntry(Box<Vec<HostTpmEventLogEntry>>),
+    #[cfg(feature = "admin")] ArrayOfHostTpmEventLogEntry(Box<Vec<HostTpmEventLogEntry>>),
     ArrayOfHostTrustAuthorityAttestationInfo(Box<Vec<HostTrustAuthorityAttestationInfo>>),
     ArrayOfHostUnresolvedVmfsExtent(Box<Vec<HostUnresolvedVmfsExtent>>),
     #[cfg(feature = "admin")] ArrayOfHostUnresolvedVmfsResolutionResult(Box<Vec<HostUnresolvedVmfsResolutionResult>>),
@@ -260,7 +260,7 @@ pub enum Object {
     ArrayOfHostUnresolvedVmfsVolume(Box<Vec<HostUnresolvedVmfsVolume>>),
     ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(Box<Vec<HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption>>),
     ArrayOfHostVMotionCompatibility(Box<Vec<HostVMotionCompatibility>>),
-    ArrayOfHostVirtualNic(Box<Vec<HostVirtualNic>>),
+    #[cfg(feature = "admin")] ArrayOfHostVirtualNic(Box<Vec<HostVirtualNic>>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -275,67 +275,67 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMultipathInfoLogicalUnit(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMultipathInfoPath(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMultipathStateInfoPath(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNasVolumeConfig(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNatService(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNatServiceConfig(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNatServicePortForwardSpec(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNetStackInstance(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNetworkConfigNetStackSpec(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNumaNode(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMultipathInfoLogicalUnit(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMultipathInfoPath(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostMultipathStateInfoPath(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNasVolumeConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNatService(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNatServiceConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNatServicePortForwardSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNetStackInstance(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNetworkConfigNetStackSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNumaNode(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNumericSensorInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeConnectSpec(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeController(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeController(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeDisconnectSpec(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeDiscoveryLogEntry(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeNamespace(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeTopologyInterface(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostOpaqueNetworkInfo(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostOpaqueSwitch(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeNamespace(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostNvmeTopologyInterface(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostOpaqueNetworkInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostOpaqueSwitch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPatchManagerStatus(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPathSelectionPolicyOption(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPciDevice(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPciPassthruConfig(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPciPassthruInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPciPassthruInfo(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlacedVirtualNicIdentifier(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyAdapter(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyDevice(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyPath(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyPlugin(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyTarget(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyAdapter(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyDevice(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyPath(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyPlugin(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPlugStoreTopologyTarget(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPnicNetworkResourceInfo(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPortGroup(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPortGroupConfig(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPortGroupPort(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPortGroup(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPortGroupConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPortGroupPort(v), Err(e) => return Some(Err(e)) },
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPortGroupProfile(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPowerPolicy(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPowerPolicy(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProfileManagerCompositionResultResultElement(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProfilesEntityCustomizations(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProtocolEndpoint(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProxySwitch(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProxySwitchConfig(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProxySwitchHostLagConfig(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPtpConfigPtpPort(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostQualifiedName(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostRdmaDevice(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProxySwitch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProxySwitchConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostProxySwitchHostLagConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostPtpConfigPtpPort(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostQualifiedName(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostRdmaDevice(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostScsiDisk(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostScsiDiskPartition(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostScsiTopologyInterface(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostScsiTopologyLun(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostScsiTopologyTarget(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostService(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostServiceConfig(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSharedGpuCapabilities(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostScsiTopologyInterface(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostScsiTopologyLun(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostScsiTopologyTarget(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostService(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostServiceConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSharedGpuCapabilities(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSnmpDestination(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSriovDevicePoolInfo(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSslThumbprintInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSriovDevicePoolInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSslThumbprintInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageArrayTypePolicyOption(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageElementInfo(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostStorageOperationalInfo(v), Err(e) => return Some(Err(e)) },
@@ -345,9 +345,9 @@ fn decode(
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSubSpecification(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSystemIdentificationInfo(v), Err(e) => return Some(Err(e)) },
         69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSystemResourceInfo(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSystemSwapConfigurationSystemSwapOption(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostSystemSwapConfigurationSystemSwapOption(v), Err(e) => return Some(Err(e)) },
         71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostTpmDigestInfo(v), Err(e) => return Some(Err(e)) },
-        72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostTpmEventLogEntry(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostTpmEventLogEntry(v), Err(e) => return Some(Err(e)) },
         73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostTrustAuthorityAttestationInfo(v), Err(e) => return Some(Err(e)) },
         74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostUnresolvedVmfsExtent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostUnresolvedVmfsResolutionResult(v), Err(e) => return Some(Err(e)) },
@@ -355,7 +355,7 @@ fn decode(
         77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostUnresolvedVmfsVolume(v), Err(e) => return Some(Err(e)) },
         78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v), Err(e) => return Some(Err(e)) },
         79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVMotionCompatibility(v), Err(e) => return Some(Err(e)) },
-        80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualNic(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualNic(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -364,67 +364,67 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::ArrayOfHostMultipathInfoLogicalUnit(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostMultipathInfoPath(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostMultipathStateInfoPath(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostNasVolumeConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostNatService(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostNatServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostNatServicePortForwardSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostNetStackInstance(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostNetworkConfigNetStackSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostNumaNode(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathInfoLogicalUnit(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathInfoPath(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathStateInfoPath(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNasVolumeConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNatService(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNatServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNatServicePortForwardSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNetStackInstance(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNetworkConfigNetStackSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNumaNode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostNumericSensorInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostNvmeConnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostNvmeController(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeController(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDisconnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostNvmeNamespace(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostNvmeTopologyInterface(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostOpaqueNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostOpaqueSwitch(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeNamespace(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeTopologyInterface(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueSwitch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostPatchManagerStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostPathSelectionPolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostPciDevice(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPciPassthruInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostPlacedVirtualNicIdentifier(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPlugStoreTopologyAdapter(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPlugStoreTopologyDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPlugStoreTopologyPath(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPlugStoreTopologyPlugin(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPlugStoreTopologyTarget(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyAdapter(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyPath(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyPlugin(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyTarget(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostPnicNetworkResourceInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPortGroup(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPortGroupConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPortGroupPort(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroup(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroupConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroupPort(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostPortGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPowerPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPowerPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostProfileManagerCompositionResultResultElement(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostProfilesEntityCustomizations(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostProtocolEndpoint(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostProxySwitch(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostProxySwitchConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostProxySwitchHostLagConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostPtpConfigPtpPort(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostQualifiedName(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostRdmaDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitchConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitchHostLagConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPtpConfigPtpPort(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostQualifiedName(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostRdmaDevice(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostScsiDisk(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostScsiDiskPartition(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostScsiTopologyInterface(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostScsiTopologyLun(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostScsiTopologyTarget(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostService(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostSharedGpuCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostScsiTopologyInterface(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostScsiTopologyLun(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostScsiTopologyTarget(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostService(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostSharedGpuCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostSnmpDestination(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostSriovDevicePoolInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostSslThumbprintInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostSriovDevicePoolInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostSslThumbprintInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostStorageArrayTypePolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostStorageElementInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostStorageOperationalInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -434,9 +434,9 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfHostSubSpecification(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostSystemIdentificationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostSystemResourceInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostSystemSwapConfigurationSystemSwapOption(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostSystemSwapConfigurationSystemSwapOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostTpmDigestInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostTpmEventLogEntry(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostTpmEventLogEntry(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostTrustAuthorityAttestationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostUnresolvedVmfsExtent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostUnresolvedVmfsResolutionResult(v) => std::fmt::Debug::fmt(&**v, f),
@@ -444,7 +444,7 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfHostUnresolvedVmfsVolume(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostVMotionCompatibility(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostVirtualNic(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNic(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -458,67 +458,67 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::ArrayOfHostMultipathInfoLogicalUnit(_) => "ArrayOfHostMultipathInfoLogicalUnit",
-            Object::ArrayOfHostMultipathInfoPath(_) => "ArrayOfHostMultipathInfoPath",
-            Object::ArrayOfHostMultipathStateInfoPath(_) => "ArrayOfHostMultipathStateInfoPath",
-            Object::ArrayOfHostNasVolumeConfig(_) => "ArrayOfHostNasVolumeConfig",
-            Object::ArrayOfHostNatService(_) => "ArrayOfHostNatService",
-            Object::ArrayOfHostNatServiceConfig(_) => "ArrayOfHostNatServiceConfig",
-            Object::ArrayOfHostNatServicePortForwardSpec(_) => "ArrayOfHostNatServicePortForwardSpec",
-            Object::ArrayOfHostNetStackInstance(_) => "ArrayOfHostNetStackInstance",
-            Object::ArrayOfHostNetworkConfigNetStackSpec(_) => "ArrayOfHostNetworkConfigNetStackSpec",
-            Object::ArrayOfHostNumaNode(_) => "ArrayOfHostNumaNode",
+            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathInfoLogicalUnit(_) => "ArrayOfHostMultipathInfoLogicalUnit",
+            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathInfoPath(_) => "ArrayOfHostMultipathInfoPath",
+            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathStateInfoPath(_) => "ArrayOfHostMultipathStateInfoPath",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNasVolumeConfig(_) => "ArrayOfHostNasVolumeConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNatService(_) => "ArrayOfHostNatService",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNatServiceConfig(_) => "ArrayOfHostNatServiceConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNatServicePortForwardSpec(_) => "ArrayOfHostNatServicePortForwardSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNetStackInstance(_) => "ArrayOfHostNetStackInstance",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNetworkConfigNetStackSpec(_) => "ArrayOfHostNetworkConfigNetStackSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNumaNode(_) => "ArrayOfHostNumaNode",
             Object::ArrayOfHostNumericSensorInfo(_) => "ArrayOfHostNumericSensorInfo",
             #[cfg(feature = "admin")] Object::ArrayOfHostNvmeConnectSpec(_) => "ArrayOfHostNvmeConnectSpec",
-            Object::ArrayOfHostNvmeController(_) => "ArrayOfHostNvmeController",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeController(_) => "ArrayOfHostNvmeController",
             #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDisconnectSpec(_) => "ArrayOfHostNvmeDisconnectSpec",
             #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDiscoveryLogEntry(_) => "ArrayOfHostNvmeDiscoveryLogEntry",
-            Object::ArrayOfHostNvmeNamespace(_) => "ArrayOfHostNvmeNamespace",
-            Object::ArrayOfHostNvmeTopologyInterface(_) => "ArrayOfHostNvmeTopologyInterface",
-            Object::ArrayOfHostOpaqueNetworkInfo(_) => "ArrayOfHostOpaqueNetworkInfo",
-            Object::ArrayOfHostOpaqueSwitch(_) => "ArrayOfHostOpaqueSwitch",
-            Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(_) => "ArrayOfHostOpaqueSwitchPhysicalNicZone",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeNamespace(_) => "ArrayOfHostNvmeNamespace",
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeTopologyInterface(_) => "ArrayOfHostNvmeTopologyInterface",
+            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueNetworkInfo(_) => "ArrayOfHostOpaqueNetworkInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueSwitch(_) => "ArrayOfHostOpaqueSwitch",
+            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(_) => "ArrayOfHostOpaqueSwitchPhysicalNicZone",
             Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(_) => "ArrayOfHostPartialMaintenanceModeRuntimeInfo",
             Object::ArrayOfHostPatchManagerStatus(_) => "ArrayOfHostPatchManagerStatus",
             Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(_) => "ArrayOfHostPatchManagerStatusPrerequisitePatch",
             #[cfg(feature = "admin")] Object::ArrayOfHostPathSelectionPolicyOption(_) => "ArrayOfHostPathSelectionPolicyOption",
             Object::ArrayOfHostPciDevice(_) => "ArrayOfHostPciDevice",
             #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruConfig(_) => "ArrayOfHostPciPassthruConfig",
-            Object::ArrayOfHostPciPassthruInfo(_) => "ArrayOfHostPciPassthruInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruInfo(_) => "ArrayOfHostPciPassthruInfo",
             Object::ArrayOfHostPlacedVirtualNicIdentifier(_) => "ArrayOfHostPlacedVirtualNicIdentifier",
-            Object::ArrayOfHostPlugStoreTopologyAdapter(_) => "ArrayOfHostPlugStoreTopologyAdapter",
-            Object::ArrayOfHostPlugStoreTopologyDevice(_) => "ArrayOfHostPlugStoreTopologyDevice",
-            Object::ArrayOfHostPlugStoreTopologyPath(_) => "ArrayOfHostPlugStoreTopologyPath",
-            Object::ArrayOfHostPlugStoreTopologyPlugin(_) => "ArrayOfHostPlugStoreTopologyPlugin",
-            Object::ArrayOfHostPlugStoreTopologyTarget(_) => "ArrayOfHostPlugStoreTopologyTarget",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyAdapter(_) => "ArrayOfHostPlugStoreTopologyAdapter",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyDevice(_) => "ArrayOfHostPlugStoreTopologyDevice",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyPath(_) => "ArrayOfHostPlugStoreTopologyPath",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyPlugin(_) => "ArrayOfHostPlugStoreTopologyPlugin",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyTarget(_) => "ArrayOfHostPlugStoreTopologyTarget",
             Object::ArrayOfHostPnicNetworkResourceInfo(_) => "ArrayOfHostPnicNetworkResourceInfo",
-            Object::ArrayOfHostPortGroup(_) => "ArrayOfHostPortGroup",
-            Object::ArrayOfHostPortGroupConfig(_) => "ArrayOfHostPortGroupConfig",
-            Object::ArrayOfHostPortGroupPort(_) => "ArrayOfHostPortGroupPort",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroup(_) => "ArrayOfHostPortGroup",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroupConfig(_) => "ArrayOfHostPortGroupConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroupPort(_) => "ArrayOfHostPortGroupPort",
             Object::ArrayOfHostPortGroupProfile(_) => "ArrayOfHostPortGroupProfile",
-            Object::ArrayOfHostPowerPolicy(_) => "ArrayOfHostPowerPolicy",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPowerPolicy(_) => "ArrayOfHostPowerPolicy",
             Object::ArrayOfHostProfileManagerCompositionResultResultElement(_) => "ArrayOfHostProfileManagerCompositionResultResultElement",
             Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(_) => "ArrayOfHostProfileManagerCompositionValidationResultResultElement",
             Object::ArrayOfHostProfilesEntityCustomizations(_) => "ArrayOfHostProfilesEntityCustomizations",
             Object::ArrayOfHostProtocolEndpoint(_) => "ArrayOfHostProtocolEndpoint",
-            Object::ArrayOfHostProxySwitch(_) => "ArrayOfHostProxySwitch",
-            Object::ArrayOfHostProxySwitchConfig(_) => "ArrayOfHostProxySwitchConfig",
-            Object::ArrayOfHostProxySwitchHostLagConfig(_) => "ArrayOfHostProxySwitchHostLagConfig",
-            Object::ArrayOfHostPtpConfigPtpPort(_) => "ArrayOfHostPtpConfigPtpPort",
-            Object::ArrayOfHostQualifiedName(_) => "ArrayOfHostQualifiedName",
-            Object::ArrayOfHostRdmaDevice(_) => "ArrayOfHostRdmaDevice",
+            #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitch(_) => "ArrayOfHostProxySwitch",
+            #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitchConfig(_) => "ArrayOfHostProxySwitchConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitchHostLagConfig(_) => "ArrayOfHostProxySwitchHostLagConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfHostPtpConfigPtpPort(_) => "ArrayOfHostPtpConfigPtpPort",
+            #[cfg(feature = "admin")] Object::ArrayOfHostQualifiedName(_) => "ArrayOfHostQualifiedName",
+            #[cfg(feature = "admin")] Object::ArrayOfHostRdmaDevice(_) => "ArrayOfHostRdmaDevice",
             Object::ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo(_) => "ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo",
             Object::ArrayOfHostScsiDisk(_) => "ArrayOfHostScsiDisk",
             Object::ArrayOfHostScsiDiskPartition(_) => "ArrayOfHostScsiDiskPartition",
-            Object::ArrayOfHostScsiTopologyInterface(_) => "ArrayOfHostScsiTopologyInterface",
-            Object::ArrayOfHostScsiTopologyLun(_) => "ArrayOfHostScsiTopologyLun",
-            Object::ArrayOfHostScsiTopologyTarget(_) => "ArrayOfHostScsiTopologyTarget",
-            Object::ArrayOfHostService(_) => "ArrayOfHostService",
-            Object::ArrayOfHostServiceConfig(_) => "ArrayOfHostServiceConfig",
-            Object::ArrayOfHostSharedGpuCapabilities(_) => "ArrayOfHostSharedGpuCapabilities",
+            #[cfg(feature = "admin")] Object::ArrayOfHostScsiTopologyInterface(_) => "ArrayOfHostScsiTopologyInterface",
+            #[cfg(feature = "admin")] Object::ArrayOfHostScsiTopologyLun(_) => "ArrayOfHostScsiTopologyLun",
+            #[cfg(feature = "admin")] Object::ArrayOfHostScsiTopologyTarget(_) => "ArrayOfHostScsiTopologyTarget",
+            #[cfg(feature = "admin")] Object::ArrayOfHostService(_) => "ArrayOfHostService",
+            #[cfg(feature = "admin")] Object::ArrayOfHostServiceConfig(_) => "ArrayOfHostServiceConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfHostSharedGpuCapabilities(_) => "ArrayOfHostSharedGpuCapabilities",
             #[cfg(feature = "admin")] Object::ArrayOfHostSnmpDestination(_) => "ArrayOfHostSnmpDestination",
-            Object::ArrayOfHostSriovDevicePoolInfo(_) => "ArrayOfHostSriovDevicePoolInfo",
-            Object::ArrayOfHostSslThumbprintInfo(_) => "ArrayOfHostSslThumbprintInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostSriovDevicePoolInfo(_) => "ArrayOfHostSriovDevicePoolInfo",
+            #[cfg(feature = "admin")] Object::ArrayOfHostSslThumbprintInfo(_) => "ArrayOfHostSslThumbprintInfo",
             #[cfg(feature = "admin")] Object::ArrayOfHostStorageArrayTypePolicyOption(_) => "ArrayOfHostStorageArrayTypePolicyOption",
             Object::ArrayOfHostStorageElementInfo(_) => "ArrayOfHostStorageElementInfo",
             Object::ArrayOfHostStorageOperationalInfo(_) => "ArrayOfHostStorageOperationalInfo",
@@ -528,9 +528,9 @@ impl x::DataObject for Object {
             Object::ArrayOfHostSubSpecification(_) => "ArrayOfHostSubSpecification",
             Object::ArrayOfHostSystemIdentificationInfo(_) => "ArrayOfHostSystemIdentificationInfo",
             Object::ArrayOfHostSystemResourceInfo(_) => "ArrayOfHostSystemResourceInfo",
-            Object::ArrayOfHostSystemSwapConfigurationSystemSwapOption(_) => "ArrayOfHostSystemSwapConfigurationSystemSwapOption",
+            #[cfg(feature = "admin")] Object::ArrayOfHostSystemSwapConfigurationSystemSwapOption(_) => "ArrayOfHostSystemSwapConfigurationSystemSwapOption",
             Object::ArrayOfHostTpmDigestInfo(_) => "ArrayOfHostTpmDigestInfo",
-            Object::ArrayOfHostTpmEventLogEntry(_) => "ArrayOfHostTpmEventLogEntry",
+            #[cfg(feature = "admin")] Object::ArrayOfHostTpmEventLogEntry(_) => "ArrayOfHostTpmEventLogEntry",
             Object::ArrayOfHostTrustAuthorityAttestationInfo(_) => "ArrayOfHostTrustAuthorityAttestationInfo",
             Object::ArrayOfHostUnresolvedVmfsExtent(_) => "ArrayOfHostUnresolvedVmfsExtent",
             #[cfg(feature = "admin")] Object::ArrayOfHostUnresolvedVmfsResolutionResult(_) => "ArrayOfHostUnresolvedVmfsResolutionResult",
@@ -538,7 +538,7 @@ impl x::DataObject for Object {
             Object::ArrayOfHostUnresolvedVmfsVolume(_) => "ArrayOfHostUnresolvedVmfsVolume",
             Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(_) => "ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption",
             Object::ArrayOfHostVMotionCompatibility(_) => "ArrayOfHostVMotionCompatibility",
-            Object::ArrayOfHostVirtualNic(_) => "ArrayOfHostVirtualNic",
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNic(_) => "ArrayOfHostVirtualNic",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -558,67 +558,67 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::ArrayOfHostMultipathInfoLogicalUnit(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostMultipathInfoPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostMultipathStateInfoPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostNasVolumeConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostNatService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostNatServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostNatServicePortForwardSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostNetStackInstance(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostNetworkConfigNetStackSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostNumaNode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathInfoLogicalUnit(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathInfoPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostMultipathStateInfoPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNasVolumeConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNatService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNatServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNatServicePortForwardSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNetStackInstance(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNetworkConfigNetStackSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNumaNode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostNumericSensorInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostNvmeConnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostNvmeController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDisconnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostNvmeNamespace(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostNvmeTopologyInterface(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostOpaqueNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostOpaqueSwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeNamespace(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostNvmeTopologyInterface(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueSwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostPatchManagerStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostPathSelectionPolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostPciDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPciPassthruInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPciPassthruInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostPlacedVirtualNicIdentifier(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPlugStoreTopologyAdapter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPlugStoreTopologyDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPlugStoreTopologyPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPlugStoreTopologyPlugin(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPlugStoreTopologyTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyAdapter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyPlugin(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPlugStoreTopologyTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostPnicNetworkResourceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPortGroup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPortGroupConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPortGroupPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroupConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPortGroupPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostPortGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPowerPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPowerPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostProfileManagerCompositionResultResultElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostProfilesEntityCustomizations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostProtocolEndpoint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostProxySwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostProxySwitchConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostProxySwitchHostLagConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostPtpConfigPtpPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostQualifiedName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostRdmaDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitchConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostProxySwitchHostLagConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostPtpConfigPtpPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostQualifiedName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostRdmaDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostScsiDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostScsiDiskPartition(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostScsiTopologyInterface(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostScsiTopologyLun(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostScsiTopologyTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostSharedGpuCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostScsiTopologyInterface(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostScsiTopologyLun(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostScsiTopologyTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostSharedGpuCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostSnmpDestination(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostSriovDevicePoolInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostSslThumbprintInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostSriovDevicePoolInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostSslThumbprintInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostStorageArrayTypePolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostStorageElementInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostStorageOperationalInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -628,9 +628,9 @@ impl x::DataObject for Object {
             Object::ArrayOfHostSubSpecification(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostSystemIdentificationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostSystemResourceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostSystemSwapConfigurationSystemSwapOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostSystemSwapConfigurationSystemSwapOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostTpmDigestInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostTpmEventLogEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostTpmEventLogEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostTrustAuthorityAttestationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostUnresolvedVmfsExtent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostUnresolvedVmfsResolutionResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -638,13 +638,13 @@ impl x::DataObject for Object {
             Object::ArrayOfHostUnresolvedVmfsVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostVMotionCompatibility(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostVirtualNic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-impl x::ObjectArrayItem for HostMultipathInfoLogicalUnit {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostMultipathInfoLogicalUnit {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostMultipathInfoLogicalUnit>>) -> Object {
@@ -660,7 +660,7 @@ impl x::ObjectArrayItem for HostMultipathInfoLogicalUnit {
     }
 }
 
-impl x::ObjectArrayItem for HostMultipathInfoPath {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostMultipathInfoPath {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostMultipathInfoPath>>) -> Object {
@@ -676,7 +676,7 @@ impl x::ObjectArrayItem for HostMultipathInfoPath {
     }
 }
 
-impl x::ObjectArrayItem for HostMultipathStateInfoPath {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostMultipathStateInfoPath {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostMultipathStateInfoPath>>) -> Object {
@@ -692,7 +692,7 @@ impl x::ObjectArrayItem for HostMultipathStateInfoPath {
     }
 }
 
-impl x::ObjectArrayItem for HostNasVolumeConfig {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNasVolumeConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostNasVolumeConfig>>) -> Object {
@@ -708,7 +708,7 @@ impl x::ObjectArrayItem for HostNasVolumeConfig {
     }
 }
 
-impl x::ObjectArrayItem for HostNatService {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNatService {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostNatService>>) -> Object {
@@ -724,7 +724,7 @@ impl x::ObjectArrayItem for HostNatService {
     }
 }
 
-impl x::ObjectArrayItem for HostNatServiceConfig {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNatServiceConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostNatServiceConfig>>) -> Object {
@@ -740,7 +740,7 @@ impl x::ObjectArrayItem for HostNatServiceConfig {
     }
 }
 
-impl x::ObjectArrayItem for HostNatServicePortForwardSpec {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNatServicePortForwardSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostNatServicePortForwardSpec>>) -> Object {
@@ -756,7 +756,7 @@ impl x::ObjectArrayItem for HostNatServicePortForwardSpec {
     }
 }
 
-impl x::ObjectArrayItem for HostNetStackInstance {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNetStackInstance {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostNetStackInstance>>) -> Object {
@@ -772,7 +772,7 @@ impl x::ObjectArrayItem for HostNetStackInstance {
     }
 }
 
-impl x::ObjectArrayItem for HostNetworkConfigNetStackSpec {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNetworkConfigNetStackSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostNetworkConfigNetStackSpec>>) -> Object {
@@ -788,7 +788,7 @@ impl x::ObjectArrayItem for HostNetworkConfigNetStackSpec {
     }
 }
 
-impl x::ObjectArrayItem for HostNumaNode {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNumaNode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostNumaNode>>) -> Object {
@@ -836,7 +836,7 @@ impl x::ObjectArrayItem for HostNumericSensorInfo {
     }
 }
 
-impl x::ObjectArrayItem for HostNvmeController {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNvmeController {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostNvmeController>>) -> Object {
@@ -884,7 +884,7 @@ impl x::ObjectArrayItem for HostNvmeController {
     }
 }
 
-impl x::ObjectArrayItem for HostNvmeNamespace {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNvmeNamespace {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostNvmeNamespace>>) -> Object {
@@ -900,7 +900,7 @@ impl x::ObjectArrayItem for HostNvmeNamespace {
     }
 }
 
-impl x::ObjectArrayItem for HostNvmeTopologyInterface {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostNvmeTopologyInterface {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostNvmeTopologyInterface>>) -> Object {
@@ -916,7 +916,7 @@ impl x::ObjectArrayItem for HostNvmeTopologyInterface {
     }
 }
 
-impl x::ObjectArrayItem for HostOpaqueNetworkInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostOpaqueNetworkInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostOpaqueNetworkInfo>>) -> Object {
@@ -932,7 +932,7 @@ impl x::ObjectArrayItem for HostOpaqueNetworkInfo {
     }
 }
 
-impl x::ObjectArrayItem for HostOpaqueSwitch {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostOpaqueSwitch {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostOpaqueSwitch>>) -> Object {
@@ -948,7 +948,7 @@ impl x::ObjectArrayItem for HostOpaqueSwitch {
     }
 }
 
-impl x::ObjectArrayItem for HostOpaqueSwitchPhysicalNicZone {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostOpaqueSwitchPhysicalNicZone {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostOpaqueSwitchPhysicalNicZone>>) -> Object {
@@ -1060,7 +1060,7 @@ impl x::ObjectArrayItem for HostPciDevice {
     }
 }
 
-impl x::ObjectArrayItem for AnyHostPciPassthruInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyHostPciPassthruInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AnyHostPciPassthruInfo>>) -> Object {
@@ -1092,7 +1092,7 @@ impl x::ObjectArrayItem for HostPlacedVirtualNicIdentifier {
     }
 }
 
-impl x::ObjectArrayItem for HostPlugStoreTopologyAdapter {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPlugStoreTopologyAdapter {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostPlugStoreTopologyAdapter>>) -> Object {
@@ -1108,7 +1108,7 @@ impl x::ObjectArrayItem for HostPlugStoreTopologyAdapter {
     }
 }
 
-impl x::ObjectArrayItem for HostPlugStoreTopologyDevice {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPlugStoreTopologyDevice {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostPlugStoreTopologyDevice>>) -> Object {
@@ -1124,7 +1124,7 @@ impl x::ObjectArrayItem for HostPlugStoreTopologyDevice {
     }
 }
 
-impl x::ObjectArrayItem for HostPlugStoreTopologyPath {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPlugStoreTopologyPath {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostPlugStoreTopologyPath>>) -> Object {
@@ -1140,7 +1140,7 @@ impl x::ObjectArrayItem for HostPlugStoreTopologyPath {
     }
 }
 
-impl x::ObjectArrayItem for HostPlugStoreTopologyPlugin {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPlugStoreTopologyPlugin {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostPlugStoreTopologyPlugin>>) -> Object {
@@ -1156,7 +1156,7 @@ impl x::ObjectArrayItem for HostPlugStoreTopologyPlugin {
     }
 }
 
-impl x::ObjectArrayItem for HostPlugStoreTopologyTarget {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPlugStoreTopologyTarget {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostPlugStoreTopologyTarget>>) -> Object {
@@ -1188,7 +1188,7 @@ impl x::ObjectArrayItem for HostPnicNetworkResourceInfo {
     }
 }
 
-impl x::ObjectArrayItem for HostPortGroup {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPortGroup {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostPortGroup>>) -> Object {
@@ -1204,7 +1204,7 @@ impl x::ObjectArrayItem for HostPortGroup {
     }
 }
 
-impl x::ObjectArrayItem for HostPortGroupConfig {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPortGroupConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostPortGroupConfig>>) -> Object {
@@ -1220,7 +1220,7 @@ impl x::ObjectArrayItem for HostPortGroupConfig {
     }
 }
 
-impl x::ObjectArrayItem for HostPortGroupPort {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPortGroupPort {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostPortGroupPort>>) -> Object {
@@ -1252,7 +1252,7 @@ impl x::ObjectArrayItem for HostPortGroupProfile {
     }
 }
 
-impl x::ObjectArrayItem for HostPowerPolicy {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPowerPolicy {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostPowerPolicy>>) -> Object {
@@ -1332,7 +1332,7 @@ impl x::ObjectArrayItem for HostProtocolEndpoint {
     }
 }
 
-impl x::ObjectArrayItem for HostProxySwitch {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostProxySwitch {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostProxySwitch>>) -> Object {
@@ -1348,7 +1348,7 @@ impl x::ObjectArrayItem for HostProxySwitch {
     }
 }
 
-impl x::ObjectArrayItem for HostProxySwitchConfig {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostProxySwitchConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostProxySwitchConfig>>) -> Object {
@@ -1364,7 +1364,7 @@ impl x::ObjectArrayItem for HostProxySwitchConfig {
     }
 }
 
-impl x::ObjectArrayItem for HostProxySwitchHostLagConfig {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostProxySwitchHostLagConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostProxySwitchHostLagConfig>>) -> Object {
@@ -1380,7 +1380,7 @@ impl x::ObjectArrayItem for HostProxySwitchHostLagConfig {
     }
 }
 
-impl x::ObjectArrayItem for HostPtpConfigPtpPort {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostPtpConfigPtpPort {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostPtpConfigPtpPort>>) -> Object {
@@ -1396,7 +1396,7 @@ impl x::ObjectArrayItem for HostPtpConfigPtpPort {
     }
 }
 
-impl x::ObjectArrayItem for HostQualifiedName {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostQualifiedName {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostQualifiedName>>) -> Object {
@@ -1412,7 +1412,7 @@ impl x::ObjectArrayItem for HostQualifiedName {
     }
 }
 
-impl x::ObjectArrayItem for HostRdmaDevice {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostRdmaDevice {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostRdmaDevice>>) -> Object {
@@ -1476,7 +1476,7 @@ impl x::ObjectArrayItem for HostScsiDiskPartition {
     }
 }
 
-impl x::ObjectArrayItem for HostScsiTopologyInterface {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostScsiTopologyInterface {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostScsiTopologyInterface>>) -> Object {
@@ -1492,7 +1492,7 @@ impl x::ObjectArrayItem for HostScsiTopologyInterface {
     }
 }
 
-impl x::ObjectArrayItem for HostScsiTopologyLun {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostScsiTopologyLun {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostScsiTopologyLun>>) -> Object {
@@ -1508,7 +1508,7 @@ impl x::ObjectArrayItem for HostScsiTopologyLun {
     }
 }
 
-impl x::ObjectArrayItem for HostScsiTopologyTarget {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostScsiTopologyTarget {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostScsiTopologyTarget>>) -> Object {
@@ -1524,7 +1524,7 @@ impl x::ObjectArrayItem for HostScsiTopologyTarget {
     }
 }
 
-impl x::ObjectArrayItem for HostService {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostService {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostService>>) -> Object {
@@ -1540,7 +1540,7 @@ impl x::ObjectArrayItem for HostService {
     }
 }
 
-impl x::ObjectArrayItem for HostServiceConfig {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostServiceConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostServiceConfig>>) -> Object {
@@ -1556,7 +1556,7 @@ impl x::ObjectArrayItem for HostServiceConfig {
     }
 }
 
-impl x::ObjectArrayItem for HostSharedGpuCapabilities {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostSharedGpuCapabilities {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostSharedGpuCapabilities>>) -> Object {
@@ -1588,7 +1588,7 @@ impl x::ObjectArrayItem for HostSharedGpuCapabilities {
     }
 }
 
-impl x::ObjectArrayItem for AnyHostSriovDevicePoolInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyHostSriovDevicePoolInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AnyHostSriovDevicePoolInfo>>) -> Object {
@@ -1604,7 +1604,7 @@ impl x::ObjectArrayItem for AnyHostSriovDevicePoolInfo {
     }
 }
 
-impl x::ObjectArrayItem for HostSslThumbprintInfo {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostSslThumbprintInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostSslThumbprintInfo>>) -> Object {
@@ -1764,7 +1764,7 @@ impl x::ObjectArrayItem for HostSystemResourceInfo {
     }
 }
 
-impl x::ObjectArrayItem for AnyHostSystemSwapConfigurationSystemSwapOption {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for AnyHostSystemSwapConfigurationSystemSwapOption {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<AnyHostSystemSwapConfigurationSystemSwapOption>>) -> Object {
@@ -1796,7 +1796,7 @@ impl x::ObjectArrayItem for HostTpmDigestInfo {
     }
 }
 
-impl x::ObjectArrayItem for HostTpmEventLogEntry {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostTpmEventLogEntry {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostTpmEventLogEntry>>) -> Object {
@@ -1924,7 +1924,7 @@ impl x::ObjectArrayItem for HostVMotionCompatibility {
     }
 }
 
-impl x::ObjectArrayItem for HostVirtualNic {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVirtualNic {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostVirtualNic>>) -> Object {

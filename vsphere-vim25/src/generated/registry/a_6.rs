@@ -186,10 +186,10 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    ArrayOfHostVirtualNicConfig(Box<Vec<HostVirtualNicConfig>>),
-    ArrayOfHostVirtualNicManagerNicTypeSelection(Box<Vec<HostVirtualNicManagerNicTypeSelection>>),
-    ArrayOfHostVirtualSwitch(Box<Vec<HostVirtualSwitch>>),
-    ArrayOfHostVirtualSwitchConfig(Box<Vec<HostVirtualSwitchConfig>>),
+    #[cfg(feature = "admin")] ArrayOfHostVirtualNicConfig(Box<Vec<HostVirtualNicConfig>>),
+    #[cfg(feature = "admin")] ArrayOfHostVirtualNicManagerNicTypeSelection(Box<Vec<HostVirtualNicManagerNicTypeSelection>>),
+    #[cfg(feature = "admin")] ArrayOfHostVirtualSwitch(Box<Vec<HostVirtualSwitch>>),
+    #[cfg(feature = "admin")] ArrayOfHostVirtualSwitchConfig(Box<Vec<HostVirtualSwitchConfig>>),
     ArrayOfHostVmciAccessManagerAccessSpec(Box<Vec<HostVmciAccessManagerAccessSpec>>),
     ArrayOfHostVmfsRescanResult(Box<Vec<HostVmfsRescanResult>>),
     #[cfg(feature = "admin")] ArrayOfHostVsanInternalSystemCmmdsQuery(Box<Vec<HostVsanInternalSystemCmmdsQuery>>),
@@ -281,10 +281,10 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualNicConfig(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualSwitch(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualSwitchConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualNicConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualSwitch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVirtualSwitchConfig(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVmciAccessManagerAccessSpec(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVmfsRescanResult(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v), Err(e) => return Some(Err(e)) },
@@ -370,10 +370,10 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::ArrayOfHostVirtualNicConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostVirtualSwitch(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfHostVirtualSwitchConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNicConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualSwitch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualSwitchConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostVmciAccessManagerAccessSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfHostVmfsRescanResult(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => std::fmt::Debug::fmt(&**v, f),
@@ -464,10 +464,10 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::ArrayOfHostVirtualNicConfig(_) => "ArrayOfHostVirtualNicConfig",
-            Object::ArrayOfHostVirtualNicManagerNicTypeSelection(_) => "ArrayOfHostVirtualNicManagerNicTypeSelection",
-            Object::ArrayOfHostVirtualSwitch(_) => "ArrayOfHostVirtualSwitch",
-            Object::ArrayOfHostVirtualSwitchConfig(_) => "ArrayOfHostVirtualSwitchConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNicConfig(_) => "ArrayOfHostVirtualNicConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNicManagerNicTypeSelection(_) => "ArrayOfHostVirtualNicManagerNicTypeSelection",
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualSwitch(_) => "ArrayOfHostVirtualSwitch",
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualSwitchConfig(_) => "ArrayOfHostVirtualSwitchConfig",
             Object::ArrayOfHostVmciAccessManagerAccessSpec(_) => "ArrayOfHostVmciAccessManagerAccessSpec",
             Object::ArrayOfHostVmfsRescanResult(_) => "ArrayOfHostVmfsRescanResult",
             #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemCmmdsQuery(_) => "ArrayOfHostVsanInternalSystemCmmdsQuery",
@@ -564,10 +564,10 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::ArrayOfHostVirtualNicConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostVirtualSwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfHostVirtualSwitchConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNicConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualSwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfHostVirtualSwitchConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostVmciAccessManagerAccessSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfHostVmfsRescanResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -650,7 +650,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectArrayItem for HostVirtualNicConfig {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVirtualNicConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostVirtualNicConfig>>) -> Object {
@@ -666,7 +666,7 @@ impl x::ObjectArrayItem for HostVirtualNicConfig {
     }
 }
 
-impl x::ObjectArrayItem for HostVirtualNicManagerNicTypeSelection {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVirtualNicManagerNicTypeSelection {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostVirtualNicManagerNicTypeSelection>>) -> Object {
@@ -682,7 +682,7 @@ impl x::ObjectArrayItem for HostVirtualNicManagerNicTypeSelection {
     }
 }
 
-impl x::ObjectArrayItem for HostVirtualSwitch {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVirtualSwitch {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostVirtualSwitch>>) -> Object {
@@ -698,7 +698,7 @@ impl x::ObjectArrayItem for HostVirtualSwitch {
     }
 }
 
-impl x::ObjectArrayItem for HostVirtualSwitchConfig {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for HostVirtualSwitchConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<HostVirtualSwitchConfig>>) -> Object {

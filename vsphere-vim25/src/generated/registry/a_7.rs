@@ -196,7 +196,7 @@ pub enum Object {
     ArrayOfPermission(Box<Vec<Permission>>),
     ArrayOfPermissionProfile(Box<Vec<PermissionProfile>>),
     ArrayOfPhysicalNic(Box<Vec<PhysicalNic>>),
-    ArrayOfPhysicalNicConfig(Box<Vec<PhysicalNicConfig>>),
+    #[cfg(feature = "admin")] ArrayOfPhysicalNicConfig(Box<Vec<PhysicalNicConfig>>),
     #[cfg(feature = "admin")] ArrayOfPhysicalNicHintInfo(Box<Vec<PhysicalNicHintInfo>>),
     #[cfg(feature = "admin")] ArrayOfPhysicalNicIpHint(Box<Vec<PhysicalNicIpHint>>),
     ArrayOfPhysicalNicLinkInfo(Box<Vec<PhysicalNicLinkInfo>>),
@@ -212,7 +212,7 @@ pub enum Object {
     ArrayOfProfileApplyProfileProperty(Box<Vec<ProfileApplyProfileProperty>>),
     ArrayOfProfileDeferredPolicyOptionParameter(Box<Vec<ProfileDeferredPolicyOptionParameter>>),
     #[cfg(feature = "admin")] ArrayOfProfileDescriptionSection(Box<Vec<ProfileDescriptionSection>>),
-    ArrayOfProfileExecuteError(Box<Vec<ProfileExecuteError>>),
+    #[cfg(feature = "admin")] ArrayOfProfileExecuteError(Box<Vec<ProfileExecuteError>>),
     #[cfg(feature = "admin")] ArrayOfProfileExpression(Box<Vec<AnyProfileExpression>>),
     #[cfg(feature = "admin")] ArrayOfProfileExpressionMetadata(Box<Vec<ProfileExpressionMetadata>>),
     #[cfg(feature = "admin")] ArrayOfProfileMetadata(Box<Vec<ProfileMetadata>>),
@@ -291,7 +291,7 @@ fn decode(
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPermission(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPermissionProfile(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNic(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicConfig(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicHintInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicIpHint(v), Err(e) => return Some(Err(e)) },
         15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfPhysicalNicLinkInfo(v), Err(e) => return Some(Err(e)) },
@@ -307,7 +307,7 @@ fn decode(
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileApplyProfileProperty(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileDeferredPolicyOptionParameter(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileDescriptionSection(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileExecuteError(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileExecuteError(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileExpression(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileExpressionMetadata(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfProfileMetadata(v), Err(e) => return Some(Err(e)) },
@@ -380,7 +380,7 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfPermission(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfPermissionProfile(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfPhysicalNic(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfPhysicalNicConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicConfig(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicHintInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicIpHint(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfPhysicalNicLinkInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -396,7 +396,7 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfProfileApplyProfileProperty(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfProfileDeferredPolicyOptionParameter(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfProfileDescriptionSection(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfProfileExecuteError(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileExecuteError(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfProfileExpression(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfProfileExpressionMetadata(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ArrayOfProfileMetadata(v) => std::fmt::Debug::fmt(&**v, f),
@@ -474,7 +474,7 @@ impl x::DataObject for Object {
             Object::ArrayOfPermission(_) => "ArrayOfPermission",
             Object::ArrayOfPermissionProfile(_) => "ArrayOfPermissionProfile",
             Object::ArrayOfPhysicalNic(_) => "ArrayOfPhysicalNic",
-            Object::ArrayOfPhysicalNicConfig(_) => "ArrayOfPhysicalNicConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicConfig(_) => "ArrayOfPhysicalNicConfig",
             #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicHintInfo(_) => "ArrayOfPhysicalNicHintInfo",
             #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicIpHint(_) => "ArrayOfPhysicalNicIpHint",
             Object::ArrayOfPhysicalNicLinkInfo(_) => "ArrayOfPhysicalNicLinkInfo",
@@ -490,7 +490,7 @@ impl x::DataObject for Object {
             Object::ArrayOfProfileApplyProfileProperty(_) => "ArrayOfProfileApplyProfileProperty",
             Object::ArrayOfProfileDeferredPolicyOptionParameter(_) => "ArrayOfProfileDeferredPolicyOptionParameter",
             #[cfg(feature = "admin")] Object::ArrayOfProfileDescriptionSection(_) => "ArrayOfProfileDescriptionSection",
-            Object::ArrayOfProfileExecuteError(_) => "ArrayOfProfileExecuteError",
+            #[cfg(feature = "admin")] Object::ArrayOfProfileExecuteError(_) => "ArrayOfProfileExecuteError",
             #[cfg(feature = "admin")] Object::ArrayOfProfileExpression(_) => "ArrayOfProfileExpression",
             #[cfg(feature = "admin")] Object::ArrayOfProfileExpressionMetadata(_) => "ArrayOfProfileExpressionMetadata",
             #[cfg(feature = "admin")] Object::ArrayOfProfileMetadata(_) => "ArrayOfProfileMetadata",
@@ -574,7 +574,7 @@ impl x::DataObject for Object {
             Object::ArrayOfPermission(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfPermissionProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfPhysicalNic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfPhysicalNicConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicHintInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfPhysicalNicIpHint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfPhysicalNicLinkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -590,7 +590,7 @@ impl x::DataObject for Object {
             Object::ArrayOfProfileApplyProfileProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfProfileDeferredPolicyOptionParameter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfProfileDescriptionSection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfProfileExecuteError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfProfileExecuteError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfProfileExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfProfileExpressionMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ArrayOfProfileMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -840,7 +840,7 @@ impl x::ObjectArrayItem for PhysicalNic {
     }
 }
 
-impl x::ObjectArrayItem for PhysicalNicConfig {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for PhysicalNicConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<PhysicalNicConfig>>) -> Object {
@@ -1096,7 +1096,7 @@ impl x::ObjectArrayItem for ProfileDeferredPolicyOptionParameter {
     }
 }
 
-impl x::ObjectArrayItem for ProfileExecuteError {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for ProfileExecuteError {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<ProfileExecuteError>>) -> Object {

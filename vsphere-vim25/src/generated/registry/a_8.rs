@@ -203,8 +203,8 @@ pub enum Object {
     ArrayOfVMwareDVSPvlanConfigSpec(Box<Vec<VMwareDVSPvlanConfigSpec>>),
     ArrayOfVMwareDVSPvlanMapEntry(Box<Vec<VMwareDVSPvlanMapEntry>>),
     ArrayOfVMwareDVSVspanConfigSpec(Box<Vec<VMwareDVSVspanConfigSpec>>),
-    ArrayOfVMwareDvsLacpGroupConfig(Box<Vec<VMwareDvsLacpGroupConfig>>),
-    ArrayOfVMwareDvsLacpGroupSpec(Box<Vec<VMwareDvsLacpGroupSpec>>),
+    #[cfg(feature = "admin")] ArrayOfVMwareDvsLacpGroupConfig(Box<Vec<VMwareDvsLacpGroupConfig>>),
+    #[cfg(feature = "admin")] ArrayOfVMwareDvsLacpGroupSpec(Box<Vec<VMwareDvsLacpGroupSpec>>),
     ArrayOfVMwareVspanSession(Box<Vec<VMwareVspanSession>>),
     ArrayOfVStorageObjectAssociations(Box<Vec<VStorageObjectAssociations>>),
     ArrayOfVStorageObjectAssociationsVmDiskAssociations(Box<Vec<VStorageObjectAssociationsVmDiskAssociations>>),
@@ -298,8 +298,8 @@ fn decode(
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareDVSPvlanConfigSpec(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareDVSPvlanMapEntry(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareDVSVspanConfigSpec(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareDvsLacpGroupConfig(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareDvsLacpGroupSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareDvsLacpGroupConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareDvsLacpGroupSpec(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVMwareVspanSession(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVStorageObjectAssociations(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v), Err(e) => return Some(Err(e)) },
@@ -387,8 +387,8 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfVMwareDVSPvlanConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVMwareDVSPvlanMapEntry(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVMwareDVSVspanConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVMwareDvsLacpGroupConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVMwareDvsLacpGroupSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVMwareDvsLacpGroupConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVMwareDvsLacpGroupSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVMwareVspanSession(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVStorageObjectAssociations(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v) => std::fmt::Debug::fmt(&**v, f),
@@ -481,8 +481,8 @@ impl x::DataObject for Object {
             Object::ArrayOfVMwareDVSPvlanConfigSpec(_) => "ArrayOfVMwareDVSPvlanConfigSpec",
             Object::ArrayOfVMwareDVSPvlanMapEntry(_) => "ArrayOfVMwareDVSPvlanMapEntry",
             Object::ArrayOfVMwareDVSVspanConfigSpec(_) => "ArrayOfVMwareDVSVspanConfigSpec",
-            Object::ArrayOfVMwareDvsLacpGroupConfig(_) => "ArrayOfVMwareDvsLacpGroupConfig",
-            Object::ArrayOfVMwareDvsLacpGroupSpec(_) => "ArrayOfVMwareDvsLacpGroupSpec",
+            #[cfg(feature = "admin")] Object::ArrayOfVMwareDvsLacpGroupConfig(_) => "ArrayOfVMwareDvsLacpGroupConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfVMwareDvsLacpGroupSpec(_) => "ArrayOfVMwareDvsLacpGroupSpec",
             Object::ArrayOfVMwareVspanSession(_) => "ArrayOfVMwareVspanSession",
             Object::ArrayOfVStorageObjectAssociations(_) => "ArrayOfVStorageObjectAssociations",
             Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(_) => "ArrayOfVStorageObjectAssociationsVmDiskAssociations",
@@ -581,8 +581,8 @@ impl x::DataObject for Object {
             Object::ArrayOfVMwareDVSPvlanConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVMwareDVSPvlanMapEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVMwareDVSVspanConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVMwareDvsLacpGroupConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVMwareDvsLacpGroupSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVMwareDvsLacpGroupConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVMwareDvsLacpGroupSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVMwareVspanSession(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVStorageObjectAssociations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -982,7 +982,7 @@ impl x::ObjectArrayItem for VMwareDVSVspanConfigSpec {
     }
 }
 
-impl x::ObjectArrayItem for VMwareDvsLacpGroupConfig {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for VMwareDvsLacpGroupConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<VMwareDvsLacpGroupConfig>>) -> Object {
@@ -998,7 +998,7 @@ impl x::ObjectArrayItem for VMwareDvsLacpGroupConfig {
     }
 }
 
-impl x::ObjectArrayItem for VMwareDvsLacpGroupSpec {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for VMwareDvsLacpGroupSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<VMwareDvsLacpGroupSpec>>) -> Object {

@@ -228,7 +228,7 @@ pub enum Object {
     ArrayOfVirtualMachineVgpuDeviceInfo(Box<Vec<VirtualMachineVgpuDeviceInfo>>),
     ArrayOfVirtualMachineVgpuProfileInfo(Box<Vec<VirtualMachineVgpuProfileInfo>>),
     ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(Box<Vec<AnyVirtualMachineVirtualDeviceGroupsDeviceGroup>>),
-    ArrayOfVirtualNicManagerNetConfig(Box<Vec<VirtualNicManagerNetConfig>>),
+    #[cfg(feature = "admin")] ArrayOfVirtualNicManagerNetConfig(Box<Vec<VirtualNicManagerNetConfig>>),
     ArrayOfVirtualPCIPassthroughAllowedDevice(Box<Vec<VirtualPCIPassthroughAllowedDevice>>),
     ArrayOfVirtualSCSISharing(Box<Vec<VirtualSCSISharing>>),
     ArrayOfVirtualSwitchProfile(Box<Vec<VirtualSwitchProfile>>),
@@ -268,9 +268,9 @@ pub enum Object {
     #[cfg(feature = "admin")] AuthorizationPrivilege(Box<AuthorizationPrivilege>),
     #[cfg(feature = "admin")] AuthorizationRole(Box<AuthorizationRole>),
     AutoStartAction(Box<AutoStartAction>),
-    AutoStartDefaults(Box<AutoStartDefaults>),
-    AutoStartPowerInfo(Box<AutoStartPowerInfo>),
-    AutoStartWaitHeartbeatSetting(Box<AutoStartWaitHeartbeatSetting>),
+    #[cfg(feature = "admin")] AutoStartDefaults(Box<AutoStartDefaults>),
+    #[cfg(feature = "admin")] AutoStartPowerInfo(Box<AutoStartPowerInfo>),
+    #[cfg(feature = "admin")] AutoStartWaitHeartbeatSetting(Box<AutoStartWaitHeartbeatSetting>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -304,7 +304,7 @@ fn decode(
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineVgpuDeviceInfo(v), Err(e) => return Some(Err(e)) },
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineVgpuProfileInfo(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualNicManagerNetConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualNicManagerNetConfig(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualPCIPassthroughAllowedDevice(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualSCSISharing(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ArrayOfVirtualSwitchProfile(v), Err(e) => return Some(Err(e)) },
@@ -344,9 +344,9 @@ fn decode(
         #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthorizationPrivilege(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AuthorizationRole(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AutoStartAction(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AutoStartDefaults(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AutoStartPowerInfo(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AutoStartWaitHeartbeatSetting(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AutoStartDefaults(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AutoStartPowerInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::AutoStartWaitHeartbeatSetting(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -374,7 +374,7 @@ impl std::fmt::Debug for Object {
             Object::ArrayOfVirtualMachineVgpuDeviceInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVirtualMachineVgpuProfileInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ArrayOfVirtualNicManagerNetConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ArrayOfVirtualNicManagerNetConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVirtualPCIPassthroughAllowedDevice(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVirtualSCSISharing(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ArrayOfVirtualSwitchProfile(v) => std::fmt::Debug::fmt(&**v, f),
@@ -414,9 +414,9 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "admin")] Object::AuthorizationPrivilege(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::AuthorizationRole(v) => std::fmt::Debug::fmt(&**v, f),
             Object::AutoStartAction(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AutoStartDefaults(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AutoStartPowerInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::AutoStartWaitHeartbeatSetting(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::AutoStartDefaults(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::AutoStartPowerInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::AutoStartWaitHeartbeatSetting(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -449,7 +449,7 @@ impl x::DataObject for Object {
             Object::ArrayOfVirtualMachineVgpuDeviceInfo(_) => "ArrayOfVirtualMachineVgpuDeviceInfo",
             Object::ArrayOfVirtualMachineVgpuProfileInfo(_) => "ArrayOfVirtualMachineVgpuProfileInfo",
             Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(_) => "ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup",
-            Object::ArrayOfVirtualNicManagerNetConfig(_) => "ArrayOfVirtualNicManagerNetConfig",
+            #[cfg(feature = "admin")] Object::ArrayOfVirtualNicManagerNetConfig(_) => "ArrayOfVirtualNicManagerNetConfig",
             Object::ArrayOfVirtualPCIPassthroughAllowedDevice(_) => "ArrayOfVirtualPCIPassthroughAllowedDevice",
             Object::ArrayOfVirtualSCSISharing(_) => "ArrayOfVirtualSCSISharing",
             Object::ArrayOfVirtualSwitchProfile(_) => "ArrayOfVirtualSwitchProfile",
@@ -489,9 +489,9 @@ impl x::DataObject for Object {
             #[cfg(feature = "admin")] Object::AuthorizationPrivilege(_) => "AuthorizationPrivilege",
             #[cfg(feature = "admin")] Object::AuthorizationRole(_) => "AuthorizationRole",
             Object::AutoStartAction(_) => "AutoStartAction",
-            Object::AutoStartDefaults(_) => "AutoStartDefaults",
-            Object::AutoStartPowerInfo(_) => "AutoStartPowerInfo",
-            Object::AutoStartWaitHeartbeatSetting(_) => "AutoStartWaitHeartbeatSetting",
+            #[cfg(feature = "admin")] Object::AutoStartDefaults(_) => "AutoStartDefaults",
+            #[cfg(feature = "admin")] Object::AutoStartPowerInfo(_) => "AutoStartPowerInfo",
+            #[cfg(feature = "admin")] Object::AutoStartWaitHeartbeatSetting(_) => "AutoStartWaitHeartbeatSetting",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -530,7 +530,7 @@ impl x::DataObject for Object {
             Object::ArrayOfVirtualMachineVgpuDeviceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVirtualMachineVgpuProfileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ArrayOfVirtualNicManagerNetConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ArrayOfVirtualNicManagerNetConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVirtualPCIPassthroughAllowedDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVirtualSCSISharing(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ArrayOfVirtualSwitchProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -570,9 +570,9 @@ impl x::DataObject for Object {
             #[cfg(feature = "admin")] Object::AuthorizationPrivilege(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::AuthorizationRole(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::AutoStartAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AutoStartDefaults(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AutoStartPowerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::AutoStartWaitHeartbeatSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::AutoStartDefaults(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::AutoStartPowerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::AutoStartWaitHeartbeatSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
@@ -882,7 +882,7 @@ impl x::ObjectArrayItem for AnyVirtualMachineVirtualDeviceGroupsDeviceGroup {
     }
 }
 
-impl x::ObjectArrayItem for VirtualNicManagerNetConfig {
+#[cfg(feature = "admin")] impl x::ObjectArrayItem for VirtualNicManagerNetConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Vec<VirtualNicManagerNetConfig>>) -> Object {
@@ -1522,7 +1522,7 @@ impl x::ObjectType for AutoStartAction {
     }
 }
 
-impl x::ObjectType for AutoStartDefaults {
+#[cfg(feature = "admin")] impl x::ObjectType for AutoStartDefaults {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1538,7 +1538,7 @@ impl x::ObjectType for AutoStartDefaults {
     }
 }
 
-impl x::ObjectType for AutoStartPowerInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for AutoStartPowerInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1554,7 +1554,7 @@ impl x::ObjectType for AutoStartPowerInfo {
     }
 }
 
-impl x::ObjectType for AutoStartWaitHeartbeatSetting {
+#[cfg(feature = "admin")] impl x::ObjectType for AutoStartWaitHeartbeatSetting {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

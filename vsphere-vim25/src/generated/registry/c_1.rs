@@ -337,52 +337,52 @@ pub enum Object {
     #[cfg(feature = "all-events")] ClusterComplianceCheckedEvent(Box<ClusterComplianceCheckedEvent>),
     ClusterComputeResourceClusterConfigResult(Box<ClusterComputeResourceClusterConfigResult>),
     ClusterComputeResourceCryptoModePolicy(Box<ClusterComputeResourceCryptoModePolicy>),
-    ClusterComputeResourceDVSConfigurationValidation(Box<ClusterComputeResourceDVSConfigurationValidation>),
-    ClusterComputeResourceDVSSetting(Box<ClusterComputeResourceDVSSetting>),
-    ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(Box<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>),
-    ClusterComputeResourceDvsProfile(Box<ClusterComputeResourceDvsProfile>),
-    ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(Box<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>),
-    ClusterComputeResourceHCIConfigInfo(Box<ClusterComputeResourceHCIConfigInfo>),
-    ClusterComputeResourceHCIConfigSpec(Box<ClusterComputeResourceHCIConfigSpec>),
+    #[cfg(feature = "admin")] ClusterComputeResourceDVSConfigurationValidation(Box<ClusterComputeResourceDVSConfigurationValidation>),
+    #[cfg(feature = "admin")] ClusterComputeResourceDVSSetting(Box<ClusterComputeResourceDVSSetting>),
+    #[cfg(feature = "admin")] ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(Box<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>),
+    #[cfg(feature = "admin")] ClusterComputeResourceDvsProfile(Box<ClusterComputeResourceDvsProfile>),
+    #[cfg(feature = "admin")] ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(Box<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>),
+    #[cfg(feature = "admin")] ClusterComputeResourceHCIConfigInfo(Box<ClusterComputeResourceHCIConfigInfo>),
+    #[cfg(feature = "admin")] ClusterComputeResourceHCIConfigSpec(Box<ClusterComputeResourceHCIConfigSpec>),
     ClusterComputeResourceHCIWorkflowState(Box<ClusterComputeResourceHCIWorkflowState>),
-    ClusterComputeResourceHostConfigurationInput(Box<ClusterComputeResourceHostConfigurationInput>),
-    ClusterComputeResourceHostConfigurationProfile(Box<ClusterComputeResourceHostConfigurationProfile>),
-    ClusterComputeResourceHostConfigurationValidation(Box<ClusterComputeResourceHostConfigurationValidation>),
+    #[cfg(feature = "admin")] ClusterComputeResourceHostConfigurationInput(Box<ClusterComputeResourceHostConfigurationInput>),
+    #[cfg(feature = "admin")] ClusterComputeResourceHostConfigurationProfile(Box<ClusterComputeResourceHostConfigurationProfile>),
+    #[cfg(feature = "admin")] ClusterComputeResourceHostConfigurationValidation(Box<ClusterComputeResourceHostConfigurationValidation>),
     ClusterComputeResourceHostEvacuationInfo(Box<ClusterComputeResourceHostEvacuationInfo>),
-    ClusterComputeResourceHostVmkNicInfo(Box<ClusterComputeResourceHostVmkNicInfo>),
+    #[cfg(feature = "admin")] ClusterComputeResourceHostVmkNicInfo(Box<ClusterComputeResourceHostVmkNicInfo>),
     ClusterComputeResourceMaintenanceInfo(Box<ClusterComputeResourceMaintenanceInfo>),
     ClusterComputeResourceSummary(Box<ClusterComputeResourceSummary>),
-    ClusterComputeResourceVCProfile(Box<ClusterComputeResourceVCProfile>),
-    ClusterComputeResourceValidationResultBase(Box<ClusterComputeResourceValidationResultBase>),
+    #[cfg(feature = "admin")] ClusterComputeResourceVCProfile(Box<ClusterComputeResourceVCProfile>),
+    #[cfg(feature = "admin")] ClusterComputeResourceValidationResultBase(Box<ClusterComputeResourceValidationResultBase>),
     ClusterComputeResourceVcsHealthStatus(Box<ClusterComputeResourceVcsHealthStatus>),
     ClusterComputeResourceVcsSlots(Box<ClusterComputeResourceVcsSlots>),
-    ClusterConfigInfo(Box<ClusterConfigInfo>),
-    ClusterConfigInfoEx(Box<ClusterConfigInfoEx>),
+    #[cfg(feature = "admin")] ClusterConfigInfo(Box<ClusterConfigInfo>),
+    #[cfg(feature = "admin")] ClusterConfigInfoEx(Box<ClusterConfigInfoEx>),
     ClusterConfigSpec(Box<ClusterConfigSpec>),
     ClusterConfigSpecEx(Box<ClusterConfigSpecEx>),
     #[cfg(feature = "all-events")] ClusterCreatedEvent(Box<ClusterCreatedEvent>),
     ClusterCryptoConfigInfo(Box<ClusterCryptoConfigInfo>),
     ClusterCryptoConfigInfoCryptoMode(Box<ClusterCryptoConfigInfoCryptoMode>),
-    ClusterDasAamHostInfo(Box<ClusterDasAamHostInfo>),
-    ClusterDasAamNodeState(Box<ClusterDasAamNodeState>),
+    #[cfg(feature = "admin")] ClusterDasAamHostInfo(Box<ClusterDasAamHostInfo>),
+    #[cfg(feature = "admin")] ClusterDasAamNodeState(Box<ClusterDasAamNodeState>),
     ClusterDasAamNodeStateDasState(Box<ClusterDasAamNodeStateDasState>),
     ClusterDasAdmissionControlInfo(Box<ClusterDasAdmissionControlInfo>),
     ClusterDasAdmissionControlPolicy(Box<ClusterDasAdmissionControlPolicy>),
-    ClusterDasAdvancedRuntimeInfo(Box<ClusterDasAdvancedRuntimeInfo>),
-    ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(Box<ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo>),
+    #[cfg(feature = "admin")] ClusterDasAdvancedRuntimeInfo(Box<ClusterDasAdvancedRuntimeInfo>),
+    #[cfg(feature = "admin")] ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(Box<ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo>),
     ClusterDasConfigInfo(Box<ClusterDasConfigInfo>),
     ClusterDasConfigInfoHBDatastoreCandidate(Box<ClusterDasConfigInfoHBDatastoreCandidate>),
     ClusterDasConfigInfoServiceState(Box<ClusterDasConfigInfoServiceState>),
     ClusterDasConfigInfoVmMonitoringState(Box<ClusterDasConfigInfoVmMonitoringState>),
     ClusterDasData(Box<ClusterDasData>),
     ClusterDasDataSummary(Box<ClusterDasDataSummary>),
-    ClusterDasFailoverLevelAdvancedRuntimeInfo(Box<ClusterDasFailoverLevelAdvancedRuntimeInfo>),
-    ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(Box<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>),
-    ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(Box<ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo>),
-    ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(Box<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>),
+    #[cfg(feature = "admin")] ClusterDasFailoverLevelAdvancedRuntimeInfo(Box<ClusterDasFailoverLevelAdvancedRuntimeInfo>),
+    #[cfg(feature = "admin")] ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(Box<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>),
+    #[cfg(feature = "admin")] ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(Box<ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo>),
+    #[cfg(feature = "admin")] ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(Box<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>),
     ClusterDasFdmAvailabilityState(Box<ClusterDasFdmAvailabilityState>),
     ClusterDasFdmHostState(Box<ClusterDasFdmHostState>),
-    ClusterDasHostInfo(Box<ClusterDasHostInfo>),
+    #[cfg(feature = "admin")] ClusterDasHostInfo(Box<ClusterDasHostInfo>),
     ClusterDasHostRecommendation(Box<ClusterDasHostRecommendation>),
     ClusterDasVmConfigInfo(Box<ClusterDasVmConfigInfo>),
     ClusterDasVmConfigSpec(Box<ClusterDasVmConfigSpec>),
@@ -419,52 +419,52 @@ fn decode(
         #[cfg(feature = "all-events")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComplianceCheckedEvent(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceClusterConfigResult(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceCryptoModePolicy(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceDVSConfigurationValidation(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceDVSSetting(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceDvsProfile(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHCIConfigInfo(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHCIConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceDVSConfigurationValidation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceDVSSetting(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceDvsProfile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHCIConfigInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHCIConfigSpec(v), Err(e) => return Some(Err(e)) },
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHCIWorkflowState(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHostConfigurationInput(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHostConfigurationProfile(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHostConfigurationValidation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHostConfigurationInput(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHostConfigurationProfile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHostConfigurationValidation(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHostEvacuationInfo(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHostVmkNicInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceHostVmkNicInfo(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceMaintenanceInfo(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceSummary(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceVCProfile(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceValidationResultBase(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceVCProfile(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceValidationResultBase(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceVcsHealthStatus(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterComputeResourceVcsSlots(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterConfigInfo(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterConfigInfoEx(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterConfigInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterConfigInfoEx(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterConfigSpec(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterConfigSpecEx(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterCreatedEvent(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterCryptoConfigInfo(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterCryptoConfigInfoCryptoMode(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAamHostInfo(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAamNodeState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAamHostInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAamNodeState(v), Err(e) => return Some(Err(e)) },
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAamNodeStateDasState(v), Err(e) => return Some(Err(e)) },
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAdmissionControlInfo(v), Err(e) => return Some(Err(e)) },
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAdmissionControlPolicy(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAdvancedRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAdvancedRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasConfigInfo(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasConfigInfoHBDatastoreCandidate(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasConfigInfoServiceState(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasConfigInfoVmMonitoringState(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasData(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasDataSummary(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasFdmAvailabilityState(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasFdmHostState(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasHostInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasHostInfo(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasHostRecommendation(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasVmConfigInfo(v), Err(e) => return Some(Err(e)) },
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDasVmConfigSpec(v), Err(e) => return Some(Err(e)) },
@@ -495,52 +495,52 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::ClusterComplianceCheckedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterComputeResourceClusterConfigResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterComputeResourceCryptoModePolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceDVSConfigurationValidation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceDVSSetting(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceDvsProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceHCIConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceHCIConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceDVSConfigurationValidation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceDVSSetting(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceDvsProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceHCIConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceHCIConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterComputeResourceHCIWorkflowState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceHostConfigurationInput(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceHostConfigurationProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceHostConfigurationValidation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostConfigurationInput(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostConfigurationProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostConfigurationValidation(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterComputeResourceHostEvacuationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceHostVmkNicInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostVmkNicInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterComputeResourceMaintenanceInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterComputeResourceSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceVCProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterComputeResourceValidationResultBase(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceVCProfile(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceValidationResultBase(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterComputeResourceVcsHealthStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterComputeResourceVcsSlots(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterConfigInfoEx(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterConfigInfoEx(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterConfigSpecEx(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ClusterCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterCryptoConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterCryptoConfigInfoCryptoMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasAamHostInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasAamNodeState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterDasAamHostInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterDasAamNodeState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasAamNodeStateDasState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasAdmissionControlInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasAdmissionControlPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasAdvancedRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterDasAdvancedRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasConfigInfoHBDatastoreCandidate(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasConfigInfoServiceState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasConfigInfoVmMonitoringState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasData(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasDataSummary(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasFdmAvailabilityState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasFdmHostState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDasHostInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterDasHostInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasHostRecommendation(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasVmConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDasVmConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -576,52 +576,52 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::ClusterComplianceCheckedEvent(_) => "ClusterComplianceCheckedEvent",
             Object::ClusterComputeResourceClusterConfigResult(_) => "ClusterComputeResourceClusterConfigResult",
             Object::ClusterComputeResourceCryptoModePolicy(_) => "ClusterComputeResourceCryptoModePolicy",
-            Object::ClusterComputeResourceDVSConfigurationValidation(_) => "ClusterComputeResourceDVSConfigurationValidation",
-            Object::ClusterComputeResourceDVSSetting(_) => "ClusterComputeResourceDVSSetting",
-            Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(_) => "ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping",
-            Object::ClusterComputeResourceDvsProfile(_) => "ClusterComputeResourceDvsProfile",
-            Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(_) => "ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping",
-            Object::ClusterComputeResourceHCIConfigInfo(_) => "ClusterComputeResourceHCIConfigInfo",
-            Object::ClusterComputeResourceHCIConfigSpec(_) => "ClusterComputeResourceHCIConfigSpec",
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceDVSConfigurationValidation(_) => "ClusterComputeResourceDVSConfigurationValidation",
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceDVSSetting(_) => "ClusterComputeResourceDVSSetting",
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(_) => "ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping",
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceDvsProfile(_) => "ClusterComputeResourceDvsProfile",
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(_) => "ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping",
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceHCIConfigInfo(_) => "ClusterComputeResourceHCIConfigInfo",
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceHCIConfigSpec(_) => "ClusterComputeResourceHCIConfigSpec",
             Object::ClusterComputeResourceHCIWorkflowState(_) => "ClusterComputeResourceHCIWorkflowState",
-            Object::ClusterComputeResourceHostConfigurationInput(_) => "ClusterComputeResourceHostConfigurationInput",
-            Object::ClusterComputeResourceHostConfigurationProfile(_) => "ClusterComputeResourceHostConfigurationProfile",
-            Object::ClusterComputeResourceHostConfigurationValidation(_) => "ClusterComputeResourceHostConfigurationValidation",
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostConfigurationInput(_) => "ClusterComputeResourceHostConfigurationInput",
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostConfigurationProfile(_) => "ClusterComputeResourceHostConfigurationProfile",
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostConfigurationValidation(_) => "ClusterComputeResourceHostConfigurationValidation",
             Object::ClusterComputeResourceHostEvacuationInfo(_) => "ClusterComputeResourceHostEvacuationInfo",
-            Object::ClusterComputeResourceHostVmkNicInfo(_) => "ClusterComputeResourceHostVmkNicInfo",
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostVmkNicInfo(_) => "ClusterComputeResourceHostVmkNicInfo",
             Object::ClusterComputeResourceMaintenanceInfo(_) => "ClusterComputeResourceMaintenanceInfo",
             Object::ClusterComputeResourceSummary(_) => "ClusterComputeResourceSummary",
-            Object::ClusterComputeResourceVCProfile(_) => "ClusterComputeResourceVCProfile",
-            Object::ClusterComputeResourceValidationResultBase(_) => "ClusterComputeResourceValidationResultBase",
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceVCProfile(_) => "ClusterComputeResourceVCProfile",
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceValidationResultBase(_) => "ClusterComputeResourceValidationResultBase",
             Object::ClusterComputeResourceVcsHealthStatus(_) => "ClusterComputeResourceVcsHealthStatus",
             Object::ClusterComputeResourceVcsSlots(_) => "ClusterComputeResourceVcsSlots",
-            Object::ClusterConfigInfo(_) => "ClusterConfigInfo",
-            Object::ClusterConfigInfoEx(_) => "ClusterConfigInfoEx",
+            #[cfg(feature = "admin")] Object::ClusterConfigInfo(_) => "ClusterConfigInfo",
+            #[cfg(feature = "admin")] Object::ClusterConfigInfoEx(_) => "ClusterConfigInfoEx",
             Object::ClusterConfigSpec(_) => "ClusterConfigSpec",
             Object::ClusterConfigSpecEx(_) => "ClusterConfigSpecEx",
             #[cfg(feature = "all-events")] Object::ClusterCreatedEvent(_) => "ClusterCreatedEvent",
             Object::ClusterCryptoConfigInfo(_) => "ClusterCryptoConfigInfo",
             Object::ClusterCryptoConfigInfoCryptoMode(_) => "ClusterCryptoConfigInfoCryptoMode",
-            Object::ClusterDasAamHostInfo(_) => "ClusterDasAamHostInfo",
-            Object::ClusterDasAamNodeState(_) => "ClusterDasAamNodeState",
+            #[cfg(feature = "admin")] Object::ClusterDasAamHostInfo(_) => "ClusterDasAamHostInfo",
+            #[cfg(feature = "admin")] Object::ClusterDasAamNodeState(_) => "ClusterDasAamNodeState",
             Object::ClusterDasAamNodeStateDasState(_) => "ClusterDasAamNodeStateDasState",
             Object::ClusterDasAdmissionControlInfo(_) => "ClusterDasAdmissionControlInfo",
             Object::ClusterDasAdmissionControlPolicy(_) => "ClusterDasAdmissionControlPolicy",
-            Object::ClusterDasAdvancedRuntimeInfo(_) => "ClusterDasAdvancedRuntimeInfo",
-            Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(_) => "ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo",
+            #[cfg(feature = "admin")] Object::ClusterDasAdvancedRuntimeInfo(_) => "ClusterDasAdvancedRuntimeInfo",
+            #[cfg(feature = "admin")] Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(_) => "ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo",
             Object::ClusterDasConfigInfo(_) => "ClusterDasConfigInfo",
             Object::ClusterDasConfigInfoHBDatastoreCandidate(_) => "ClusterDasConfigInfoHBDatastoreCandidate",
             Object::ClusterDasConfigInfoServiceState(_) => "ClusterDasConfigInfoServiceState",
             Object::ClusterDasConfigInfoVmMonitoringState(_) => "ClusterDasConfigInfoVmMonitoringState",
             Object::ClusterDasData(_) => "ClusterDasData",
             Object::ClusterDasDataSummary(_) => "ClusterDasDataSummary",
-            Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(_) => "ClusterDasFailoverLevelAdvancedRuntimeInfo",
-            Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(_) => "ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots",
-            Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(_) => "ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo",
-            Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(_) => "ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots",
+            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(_) => "ClusterDasFailoverLevelAdvancedRuntimeInfo",
+            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(_) => "ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots",
+            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(_) => "ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo",
+            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(_) => "ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots",
             Object::ClusterDasFdmAvailabilityState(_) => "ClusterDasFdmAvailabilityState",
             Object::ClusterDasFdmHostState(_) => "ClusterDasFdmHostState",
-            Object::ClusterDasHostInfo(_) => "ClusterDasHostInfo",
+            #[cfg(feature = "admin")] Object::ClusterDasHostInfo(_) => "ClusterDasHostInfo",
             Object::ClusterDasHostRecommendation(_) => "ClusterDasHostRecommendation",
             Object::ClusterDasVmConfigInfo(_) => "ClusterDasVmConfigInfo",
             Object::ClusterDasVmConfigSpec(_) => "ClusterDasVmConfigSpec",
@@ -663,52 +663,52 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::ClusterComplianceCheckedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterComputeResourceClusterConfigResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterComputeResourceCryptoModePolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceDVSConfigurationValidation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceDVSSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceDvsProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceHCIConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceHCIConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceDVSConfigurationValidation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceDVSSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceDvsProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceHCIConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceHCIConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterComputeResourceHCIWorkflowState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceHostConfigurationInput(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceHostConfigurationProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceHostConfigurationValidation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostConfigurationInput(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostConfigurationProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostConfigurationValidation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterComputeResourceHostEvacuationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceHostVmkNicInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceHostVmkNicInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterComputeResourceMaintenanceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterComputeResourceSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceVCProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterComputeResourceValidationResultBase(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceVCProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterComputeResourceValidationResultBase(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterComputeResourceVcsHealthStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterComputeResourceVcsSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterConfigInfoEx(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterConfigInfoEx(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterConfigSpecEx(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ClusterCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterCryptoConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterCryptoConfigInfoCryptoMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasAamHostInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasAamNodeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterDasAamHostInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterDasAamNodeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasAamNodeStateDasState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasAdmissionControlInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasAdmissionControlPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasAdvancedRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterDasAdvancedRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasConfigInfoHBDatastoreCandidate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasConfigInfoServiceState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasConfigInfoVmMonitoringState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasData(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasDataSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasFdmAvailabilityState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasFdmHostState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDasHostInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterDasHostInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasHostRecommendation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasVmConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDasVmConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -841,7 +841,7 @@ impl x::ObjectType for ClusterComputeResourceCryptoModePolicy {
     }
 }
 
-impl x::ObjectType for ClusterComputeResourceDVSConfigurationValidation {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceDVSConfigurationValidation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -857,7 +857,7 @@ impl x::ObjectType for ClusterComputeResourceDVSConfigurationValidation {
     }
 }
 
-impl x::ObjectType for ClusterComputeResourceDVSSetting {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceDVSSetting {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -873,7 +873,7 @@ impl x::ObjectType for ClusterComputeResourceDVSSetting {
     }
 }
 
-impl x::ObjectType for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -889,7 +889,7 @@ impl x::ObjectType for ClusterComputeResourceDVSSettingDVPortgroupToServiceMappi
     }
 }
 
-impl x::ObjectType for ClusterComputeResourceDvsProfile {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceDvsProfile {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -905,7 +905,7 @@ impl x::ObjectType for ClusterComputeResourceDvsProfile {
     }
 }
 
-impl x::ObjectType for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -921,7 +921,7 @@ impl x::ObjectType for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceM
     }
 }
 
-impl x::ObjectType for ClusterComputeResourceHCIConfigInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceHCIConfigInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -937,7 +937,7 @@ impl x::ObjectType for ClusterComputeResourceHCIConfigInfo {
     }
 }
 
-impl x::ObjectType for ClusterComputeResourceHCIConfigSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceHCIConfigSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -969,7 +969,7 @@ impl x::ObjectType for ClusterComputeResourceHCIWorkflowState {
     }
 }
 
-impl x::ObjectType for ClusterComputeResourceHostConfigurationInput {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceHostConfigurationInput {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -985,7 +985,7 @@ impl x::ObjectType for ClusterComputeResourceHostConfigurationInput {
     }
 }
 
-impl x::ObjectType for ClusterComputeResourceHostConfigurationProfile {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceHostConfigurationProfile {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1001,7 +1001,7 @@ impl x::ObjectType for ClusterComputeResourceHostConfigurationProfile {
     }
 }
 
-impl x::ObjectType for ClusterComputeResourceHostConfigurationValidation {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceHostConfigurationValidation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1033,7 +1033,7 @@ impl x::ObjectType for ClusterComputeResourceHostEvacuationInfo {
     }
 }
 
-impl x::ObjectType for ClusterComputeResourceHostVmkNicInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceHostVmkNicInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1081,7 +1081,7 @@ impl x::ObjectType for ClusterComputeResourceSummary {
     }
 }
 
-impl x::ObjectType for ClusterComputeResourceVCProfile {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceVCProfile {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1097,7 +1097,7 @@ impl x::ObjectType for ClusterComputeResourceVCProfile {
     }
 }
 
-impl x::ObjectType for ClusterComputeResourceValidationResultBase {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterComputeResourceValidationResultBase {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1145,7 +1145,7 @@ impl x::ObjectType for ClusterComputeResourceVcsSlots {
     }
 }
 
-impl x::ObjectType for ClusterConfigInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterConfigInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1161,7 +1161,7 @@ impl x::ObjectType for ClusterConfigInfo {
     }
 }
 
-impl x::ObjectType for ClusterConfigInfoEx {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterConfigInfoEx {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1257,7 +1257,7 @@ impl x::ObjectType for ClusterCryptoConfigInfoCryptoMode {
     }
 }
 
-impl x::ObjectType for ClusterDasAamHostInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterDasAamHostInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1273,7 +1273,7 @@ impl x::ObjectType for ClusterDasAamHostInfo {
     }
 }
 
-impl x::ObjectType for ClusterDasAamNodeState {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterDasAamNodeState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1337,7 +1337,7 @@ impl x::ObjectType for ClusterDasAdmissionControlPolicy {
     }
 }
 
-impl x::ObjectType for ClusterDasAdvancedRuntimeInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterDasAdvancedRuntimeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1353,7 +1353,7 @@ impl x::ObjectType for ClusterDasAdvancedRuntimeInfo {
     }
 }
 
-impl x::ObjectType for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1465,7 +1465,7 @@ impl x::ObjectType for ClusterDasDataSummary {
     }
 }
 
-impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1481,7 +1481,7 @@ impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfo {
     }
 }
 
-impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1497,7 +1497,7 @@ impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
     }
 }
 
-impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1513,7 +1513,7 @@ impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo {
     }
 }
 
-impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1561,7 +1561,7 @@ impl x::ObjectType for ClusterDasFdmHostState {
     }
 }
 
-impl x::ObjectType for ClusterDasHostInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterDasHostInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

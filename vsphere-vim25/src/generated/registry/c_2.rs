@@ -301,7 +301,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 pub enum Object {
     ClusterDrsFaultsFaultsByVm(Box<ClusterDrsFaultsFaultsByVm>),
     ClusterDrsMigration(Box<ClusterDrsMigration>),
-    ClusterDrsRecommendation(Box<ClusterDrsRecommendation>),
+    #[cfg(feature = "admin")] ClusterDrsRecommendation(Box<ClusterDrsRecommendation>),
     ClusterDrsVmConfigInfo(Box<ClusterDrsVmConfigInfo>),
     ClusterDrsVmConfigSpec(Box<ClusterDrsVmConfigSpec>),
     ClusterEVCManagerCheckResult(Box<ClusterEVCManagerCheckResult>),
@@ -352,7 +352,7 @@ pub enum Object {
     ClusterRuleSpec(Box<ClusterRuleSpec>),
     ClusterSlotPolicy(Box<ClusterSlotPolicy>),
     #[cfg(feature = "all-events")] ClusterStatusChangedEvent(Box<ClusterStatusChangedEvent>),
-    ClusterSystemVMsConfigInfo(Box<ClusterSystemVMsConfigInfo>),
+    #[cfg(feature = "admin")] ClusterSystemVMsConfigInfo(Box<ClusterSystemVMsConfigInfo>),
     ClusterSystemVMsConfigInfoDeploymentMode(Box<ClusterSystemVMsConfigInfoDeploymentMode>),
     ClusterSystemVMsConfigSpec(Box<ClusterSystemVMsConfigSpec>),
     ClusterTagCategoryUpdateSpec(Box<ClusterTagCategoryUpdateSpec>),
@@ -368,8 +368,8 @@ pub enum Object {
     ClusterVmReadinessReadyCondition(Box<ClusterVmReadinessReadyCondition>),
     ClusterVmToolsMonitoringSettings(Box<ClusterVmToolsMonitoringSettings>),
     #[cfg(feature = "all-faults")] CollectorAddressUnset(Box<CollectorAddressUnset>),
-    ComplianceFailure(Box<ComplianceFailure>),
-    ComplianceFailureComplianceFailureValues(Box<ComplianceFailureComplianceFailureValues>),
+    #[cfg(feature = "admin")] ComplianceFailure(Box<ComplianceFailure>),
+    #[cfg(feature = "admin")] ComplianceFailureComplianceFailureValues(Box<ComplianceFailureComplianceFailureValues>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -386,7 +386,7 @@ fn decode(
     let object = match index {
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDrsFaultsFaultsByVm(v), Err(e) => return Some(Err(e)) },
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDrsMigration(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDrsRecommendation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDrsRecommendation(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDrsVmConfigInfo(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterDrsVmConfigSpec(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterEVCManagerCheckResult(v), Err(e) => return Some(Err(e)) },
@@ -437,7 +437,7 @@ fn decode(
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterRuleSpec(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterSlotPolicy(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterStatusChangedEvent(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterSystemVMsConfigInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterSystemVMsConfigInfo(v), Err(e) => return Some(Err(e)) },
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterSystemVMsConfigInfoDeploymentMode(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterSystemVMsConfigSpec(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterTagCategoryUpdateSpec(v), Err(e) => return Some(Err(e)) },
@@ -453,8 +453,8 @@ fn decode(
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterVmReadinessReadyCondition(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ClusterVmToolsMonitoringSettings(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CollectorAddressUnset(v), Err(e) => return Some(Err(e)) },
-        70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceFailure(v), Err(e) => return Some(Err(e)) },
-        71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceFailureComplianceFailureValues(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceFailure(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceFailureComplianceFailureValues(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -465,7 +465,7 @@ impl std::fmt::Debug for Object {
         match self {
             Object::ClusterDrsFaultsFaultsByVm(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDrsMigration(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterDrsRecommendation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterDrsRecommendation(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDrsVmConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterDrsVmConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterEVCManagerCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
@@ -516,7 +516,7 @@ impl std::fmt::Debug for Object {
             Object::ClusterRuleSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterSlotPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ClusterStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ClusterSystemVMsConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ClusterSystemVMsConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterSystemVMsConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterTagCategoryUpdateSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -532,8 +532,8 @@ impl std::fmt::Debug for Object {
             Object::ClusterVmReadinessReadyCondition(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ClusterVmToolsMonitoringSettings(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::CollectorAddressUnset(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ComplianceFailure(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ComplianceFailureComplianceFailureValues(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ComplianceFailure(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ComplianceFailureComplianceFailureValues(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -549,7 +549,7 @@ impl x::DataObject for Object {
         match self {
             Object::ClusterDrsFaultsFaultsByVm(_) => "ClusterDrsFaultsFaultsByVm",
             Object::ClusterDrsMigration(_) => "ClusterDrsMigration",
-            Object::ClusterDrsRecommendation(_) => "ClusterDrsRecommendation",
+            #[cfg(feature = "admin")] Object::ClusterDrsRecommendation(_) => "ClusterDrsRecommendation",
             Object::ClusterDrsVmConfigInfo(_) => "ClusterDrsVmConfigInfo",
             Object::ClusterDrsVmConfigSpec(_) => "ClusterDrsVmConfigSpec",
             Object::ClusterEVCManagerCheckResult(_) => "ClusterEVCManagerCheckResult",
@@ -600,7 +600,7 @@ impl x::DataObject for Object {
             Object::ClusterRuleSpec(_) => "ClusterRuleSpec",
             Object::ClusterSlotPolicy(_) => "ClusterSlotPolicy",
             #[cfg(feature = "all-events")] Object::ClusterStatusChangedEvent(_) => "ClusterStatusChangedEvent",
-            Object::ClusterSystemVMsConfigInfo(_) => "ClusterSystemVMsConfigInfo",
+            #[cfg(feature = "admin")] Object::ClusterSystemVMsConfigInfo(_) => "ClusterSystemVMsConfigInfo",
             Object::ClusterSystemVMsConfigInfoDeploymentMode(_) => "ClusterSystemVMsConfigInfoDeploymentMode",
             Object::ClusterSystemVMsConfigSpec(_) => "ClusterSystemVMsConfigSpec",
             Object::ClusterTagCategoryUpdateSpec(_) => "ClusterTagCategoryUpdateSpec",
@@ -616,8 +616,8 @@ impl x::DataObject for Object {
             Object::ClusterVmReadinessReadyCondition(_) => "ClusterVmReadinessReadyCondition",
             Object::ClusterVmToolsMonitoringSettings(_) => "ClusterVmToolsMonitoringSettings",
             #[cfg(feature = "all-faults")] Object::CollectorAddressUnset(_) => "CollectorAddressUnset",
-            Object::ComplianceFailure(_) => "ComplianceFailure",
-            Object::ComplianceFailureComplianceFailureValues(_) => "ComplianceFailureComplianceFailureValues",
+            #[cfg(feature = "admin")] Object::ComplianceFailure(_) => "ComplianceFailure",
+            #[cfg(feature = "admin")] Object::ComplianceFailureComplianceFailureValues(_) => "ComplianceFailureComplianceFailureValues",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -639,7 +639,7 @@ impl x::DataObject for Object {
         match self {
             Object::ClusterDrsFaultsFaultsByVm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDrsMigration(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterDrsRecommendation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterDrsRecommendation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDrsVmConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterDrsVmConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterEVCManagerCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -690,7 +690,7 @@ impl x::DataObject for Object {
             Object::ClusterRuleSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterSlotPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ClusterStatusChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ClusterSystemVMsConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ClusterSystemVMsConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterSystemVMsConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterTagCategoryUpdateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -706,8 +706,8 @@ impl x::DataObject for Object {
             Object::ClusterVmReadinessReadyCondition(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ClusterVmToolsMonitoringSettings(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::CollectorAddressUnset(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ComplianceFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ComplianceFailureComplianceFailureValues(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ComplianceFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ComplianceFailureComplianceFailureValues(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
@@ -745,7 +745,7 @@ impl x::ObjectType for ClusterDrsMigration {
     }
 }
 
-impl x::ObjectType for ClusterDrsRecommendation {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterDrsRecommendation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1561,7 +1561,7 @@ impl x::ObjectType for ClusterSlotPolicy {
     }
 }
 
-impl x::ObjectType for ClusterSystemVMsConfigInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ClusterSystemVMsConfigInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1817,7 +1817,7 @@ impl x::ObjectType for ClusterVmToolsMonitoringSettings {
     }
 }
 
-impl x::ObjectType for ComplianceFailure {
+#[cfg(feature = "admin")] impl x::ObjectType for ComplianceFailure {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1833,7 +1833,7 @@ impl x::ObjectType for ComplianceFailure {
     }
 }
 
-impl x::ObjectType for ComplianceFailureComplianceFailureValues {
+#[cfg(feature = "admin")] impl x::ObjectType for ComplianceFailureComplianceFailureValues {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -566,10 +566,10 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 pub enum Object {
     #[cfg(feature = "admin")] ComplianceLocator(Box<ComplianceLocator>),
     #[cfg(feature = "admin")] ComplianceProfile(Box<ComplianceProfile>),
-    ComplianceResult(Box<ComplianceResult>),
+    #[cfg(feature = "admin")] ComplianceResult(Box<ComplianceResult>),
     ComplianceResultStatus(Box<ComplianceResultStatus>),
     CompositePolicyOption(Box<CompositePolicyOption>),
-    ComputeResourceConfigInfo(Box<ComputeResourceConfigInfo>),
+    #[cfg(feature = "admin")] ComputeResourceConfigInfo(Box<ComputeResourceConfigInfo>),
     ComputeResourceConfigSpec(Box<ComputeResourceConfigSpec>),
     ComputeResourceEventArgument(Box<ComputeResourceEventArgument>),
     #[cfg(feature = "all-faults")] ComputeResourceHostSPBMLicenseInfo(Box<ComputeResourceHostSPBMLicenseInfo>),
@@ -592,7 +592,7 @@ pub enum Object {
     #[cfg(feature = "all-faults")] CpuIncompatible81EDX(Box<CpuIncompatible81EDX>),
     CreateTaskAction(Box<CreateTaskAction>),
     CryptoKeyId(Box<CryptoKeyId>),
-    CryptoKeyPlain(Box<CryptoKeyPlain>),
+    #[cfg(feature = "admin")] CryptoKeyPlain(Box<CryptoKeyPlain>),
     #[cfg(feature = "admin")] CryptoKeyResult(Box<CryptoKeyResult>),
     CryptoManagerHostKeyManagementType(Box<CryptoManagerHostKeyManagementType>),
     #[cfg(feature = "admin")] CryptoManagerHostKeyStatus(Box<CryptoManagerHostKeyStatus>),
@@ -624,10 +624,10 @@ fn decode(
     let object = match index {
         #[cfg(feature = "admin")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceLocator(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceProfile(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceResult(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComplianceResultStatus(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CompositePolicyOption(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComputeResourceConfigInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComputeResourceConfigInfo(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComputeResourceConfigSpec(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComputeResourceEventArgument(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ComputeResourceHostSPBMLicenseInfo(v), Err(e) => return Some(Err(e)) },
@@ -650,7 +650,7 @@ fn decode(
         #[cfg(feature = "all-faults")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CpuIncompatible81EDX(v), Err(e) => return Some(Err(e)) },
         91 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CreateTaskAction(v), Err(e) => return Some(Err(e)) },
         101 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoKeyId(v), Err(e) => return Some(Err(e)) },
-        102 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoKeyPlain(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 102 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoKeyPlain(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 103 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoKeyResult(v), Err(e) => return Some(Err(e)) },
         106 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerHostKeyManagementType(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 107 => match x::Decode::decode_boxed(r) { Ok(v) => Object::CryptoManagerHostKeyStatus(v), Err(e) => return Some(Err(e)) },
@@ -676,10 +676,10 @@ impl std::fmt::Debug for Object {
         match self {
             #[cfg(feature = "admin")] Object::ComplianceLocator(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ComplianceProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ComplianceResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ComplianceResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ComplianceResultStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CompositePolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ComputeResourceConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ComputeResourceConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ComputeResourceConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ComputeResourceEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::ComputeResourceHostSPBMLicenseInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -702,7 +702,7 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-faults")] Object::CpuIncompatible81EDX(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CreateTaskAction(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CryptoKeyId(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::CryptoKeyPlain(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::CryptoKeyPlain(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::CryptoKeyResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::CryptoManagerHostKeyManagementType(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::CryptoManagerHostKeyStatus(v) => std::fmt::Debug::fmt(&**v, f),
@@ -733,10 +733,10 @@ impl x::DataObject for Object {
         match self {
             #[cfg(feature = "admin")] Object::ComplianceLocator(_) => "ComplianceLocator",
             #[cfg(feature = "admin")] Object::ComplianceProfile(_) => "ComplianceProfile",
-            Object::ComplianceResult(_) => "ComplianceResult",
+            #[cfg(feature = "admin")] Object::ComplianceResult(_) => "ComplianceResult",
             Object::ComplianceResultStatus(_) => "ComplianceResultStatus",
             Object::CompositePolicyOption(_) => "CompositePolicyOption",
-            Object::ComputeResourceConfigInfo(_) => "ComputeResourceConfigInfo",
+            #[cfg(feature = "admin")] Object::ComputeResourceConfigInfo(_) => "ComputeResourceConfigInfo",
             Object::ComputeResourceConfigSpec(_) => "ComputeResourceConfigSpec",
             Object::ComputeResourceEventArgument(_) => "ComputeResourceEventArgument",
             #[cfg(feature = "all-faults")] Object::ComputeResourceHostSPBMLicenseInfo(_) => "ComputeResourceHostSPBMLicenseInfo",
@@ -759,7 +759,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::CpuIncompatible81EDX(_) => "CpuIncompatible81EDX",
             Object::CreateTaskAction(_) => "CreateTaskAction",
             Object::CryptoKeyId(_) => "CryptoKeyId",
-            Object::CryptoKeyPlain(_) => "CryptoKeyPlain",
+            #[cfg(feature = "admin")] Object::CryptoKeyPlain(_) => "CryptoKeyPlain",
             #[cfg(feature = "admin")] Object::CryptoKeyResult(_) => "CryptoKeyResult",
             Object::CryptoManagerHostKeyManagementType(_) => "CryptoManagerHostKeyManagementType",
             #[cfg(feature = "admin")] Object::CryptoManagerHostKeyStatus(_) => "CryptoManagerHostKeyStatus",
@@ -796,10 +796,10 @@ impl x::DataObject for Object {
         match self {
             #[cfg(feature = "admin")] Object::ComplianceLocator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ComplianceProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ComplianceResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ComplianceResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ComplianceResultStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CompositePolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ComputeResourceConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ComputeResourceConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ComputeResourceConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ComputeResourceEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::ComputeResourceHostSPBMLicenseInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -822,7 +822,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::CpuIncompatible81EDX(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CreateTaskAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CryptoKeyId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::CryptoKeyPlain(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::CryptoKeyPlain(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::CryptoKeyResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::CryptoManagerHostKeyManagementType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::CryptoManagerHostKeyStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -875,7 +875,7 @@ impl x::DataObject for Object {
     }
 }
 
-impl x::ObjectType for ComplianceResult {
+#[cfg(feature = "admin")] impl x::ObjectType for ComplianceResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -923,7 +923,7 @@ impl x::ObjectType for CompositePolicyOption {
     }
 }
 
-impl x::ObjectType for ComputeResourceConfigInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ComputeResourceConfigInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1291,7 +1291,7 @@ impl x::ObjectType for CryptoKeyId {
     }
 }
 
-impl x::ObjectType for CryptoKeyPlain {
+#[cfg(feature = "admin")] impl x::ObjectType for CryptoKeyPlain {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -375,7 +375,7 @@ pub enum Object {
     DVPortgroupSelection(Box<DVPortgroupSelection>),
     DVSBackupRestoreCapability(Box<DVSBackupRestoreCapability>),
     DVSCapability(Box<DVSCapability>),
-    DVSConfigInfo(Box<DVSConfigInfo>),
+    #[cfg(feature = "admin")] DVSConfigInfo(Box<DVSConfigInfo>),
     DVSConfigSpec(Box<DVSConfigSpec>),
     DVSContactInfo(Box<DVSContactInfo>),
     DVSCreateSpec(Box<DVSCreateSpec>),
@@ -392,7 +392,7 @@ pub enum Object {
     DVSFilterSpecVmConnecteeSpec(Box<DVSFilterSpecVmConnecteeSpec>),
     DVSFilterSpecVmknicConnecteeSpec(Box<DVSFilterSpecVmknicConnecteeSpec>),
     DVSHealthCheckCapability(Box<DVSHealthCheckCapability>),
-    DVSHealthCheckConfig(Box<DVSHealthCheckConfig>),
+    #[cfg(feature = "admin")] DVSHealthCheckConfig(Box<DVSHealthCheckConfig>),
     #[cfg(feature = "all-events")] DVSHostLocalPortInfo(Box<DVSHostLocalPortInfo>),
     DVSMacLearningPolicy(Box<DVSMacLearningPolicy>),
     DVSMacLimitPolicyType(Box<DVSMacLimitPolicyType>),
@@ -403,17 +403,17 @@ pub enum Object {
     DVSNetworkResourceManagementCapability(Box<DVSNetworkResourceManagementCapability>),
     DVSNetworkResourcePool(Box<DVSNetworkResourcePool>),
     DVSNetworkResourcePoolAllocationInfo(Box<DVSNetworkResourcePoolAllocationInfo>),
-    DVSNetworkResourcePoolConfigSpec(Box<DVSNetworkResourcePoolConfigSpec>),
+    #[cfg(feature = "admin")] DVSNetworkResourcePoolConfigSpec(Box<DVSNetworkResourcePoolConfigSpec>),
     DVSPolicy(Box<DVSPolicy>),
     DVSRollbackCapability(Box<DVSRollbackCapability>),
-    DVSRuntimeInfo(Box<DVSRuntimeInfo>),
+    #[cfg(feature = "admin")] DVSRuntimeInfo(Box<DVSRuntimeInfo>),
     DVSSecurityPolicy(Box<DVSSecurityPolicy>),
     DVSSelection(Box<DVSSelection>),
     DVSSummary(Box<DVSSummary>),
     DVSTrafficShapingPolicy(Box<DVSTrafficShapingPolicy>),
     DVSUplinkPortPolicy(Box<DVSUplinkPortPolicy>),
     DVSVendorSpecificConfig(Box<DVSVendorSpecificConfig>),
-    DVSVmVnicNetworkResourcePool(Box<DVSVmVnicNetworkResourcePool>),
+    #[cfg(feature = "admin")] DVSVmVnicNetworkResourcePool(Box<DVSVmVnicNetworkResourcePool>),
     #[cfg(feature = "admin")] DailyTaskScheduler(Box<DailyTaskScheduler>),
     #[cfg(feature = "all-events")] DasAdmissionControlDisabledEvent(Box<DasAdmissionControlDisabledEvent>),
     #[cfg(feature = "all-events")] DasAdmissionControlEnabledEvent(Box<DasAdmissionControlEnabledEvent>),
@@ -455,7 +455,7 @@ fn decode(
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVPortgroupSelection(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSBackupRestoreCapability(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSCapability(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSConfigInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSConfigInfo(v), Err(e) => return Some(Err(e)) },
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSConfigSpec(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSContactInfo(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSCreateSpec(v), Err(e) => return Some(Err(e)) },
@@ -472,7 +472,7 @@ fn decode(
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecVmConnecteeSpec(v), Err(e) => return Some(Err(e)) },
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSFilterSpecVmknicConnecteeSpec(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSHealthCheckCapability(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSHostLocalPortInfo(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSMacLearningPolicy(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSMacLimitPolicyType(v), Err(e) => return Some(Err(e)) },
@@ -483,17 +483,17 @@ fn decode(
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSNetworkResourceManagementCapability(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSNetworkResourcePool(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSNetworkResourcePoolAllocationInfo(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSNetworkResourcePoolConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSNetworkResourcePoolConfigSpec(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSPolicy(v), Err(e) => return Some(Err(e)) },
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSRollbackCapability(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSRuntimeInfo(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSSecurityPolicy(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSSelection(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSSummary(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSTrafficShapingPolicy(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSUplinkPortPolicy(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSVendorSpecificConfig(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSVmVnicNetworkResourcePool(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSVmVnicNetworkResourcePool(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DailyTaskScheduler(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAdmissionControlDisabledEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAdmissionControlEnabledEvent(v), Err(e) => return Some(Err(e)) },
@@ -529,7 +529,7 @@ impl std::fmt::Debug for Object {
             Object::DVPortgroupSelection(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSBackupRestoreCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DVSConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSContactInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -546,7 +546,7 @@ impl std::fmt::Debug for Object {
             Object::DVSFilterSpecVmConnecteeSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSFilterSpecVmknicConnecteeSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSHealthCheckCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DVSHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::DVSHostLocalPortInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSMacLearningPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSMacLimitPolicyType(v) => std::fmt::Debug::fmt(&**v, f),
@@ -557,17 +557,17 @@ impl std::fmt::Debug for Object {
             Object::DVSNetworkResourceManagementCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSNetworkResourcePool(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSNetworkResourcePoolAllocationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSNetworkResourcePoolConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DVSNetworkResourcePoolConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSRollbackCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DVSRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSSecurityPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSSelection(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSSummary(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSTrafficShapingPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSUplinkPortPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSVendorSpecificConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DVSVmVnicNetworkResourcePool(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DVSVmVnicNetworkResourcePool(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::DailyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::DasAdmissionControlDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::DasAdmissionControlEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -608,7 +608,7 @@ impl x::DataObject for Object {
             Object::DVPortgroupSelection(_) => "DVPortgroupSelection",
             Object::DVSBackupRestoreCapability(_) => "DVSBackupRestoreCapability",
             Object::DVSCapability(_) => "DVSCapability",
-            Object::DVSConfigInfo(_) => "DVSConfigInfo",
+            #[cfg(feature = "admin")] Object::DVSConfigInfo(_) => "DVSConfigInfo",
             Object::DVSConfigSpec(_) => "DVSConfigSpec",
             Object::DVSContactInfo(_) => "DVSContactInfo",
             Object::DVSCreateSpec(_) => "DVSCreateSpec",
@@ -625,7 +625,7 @@ impl x::DataObject for Object {
             Object::DVSFilterSpecVmConnecteeSpec(_) => "DVSFilterSpecVmConnecteeSpec",
             Object::DVSFilterSpecVmknicConnecteeSpec(_) => "DVSFilterSpecVmknicConnecteeSpec",
             Object::DVSHealthCheckCapability(_) => "DVSHealthCheckCapability",
-            Object::DVSHealthCheckConfig(_) => "DVSHealthCheckConfig",
+            #[cfg(feature = "admin")] Object::DVSHealthCheckConfig(_) => "DVSHealthCheckConfig",
             #[cfg(feature = "all-events")] Object::DVSHostLocalPortInfo(_) => "DVSHostLocalPortInfo",
             Object::DVSMacLearningPolicy(_) => "DVSMacLearningPolicy",
             Object::DVSMacLimitPolicyType(_) => "DVSMacLimitPolicyType",
@@ -636,17 +636,17 @@ impl x::DataObject for Object {
             Object::DVSNetworkResourceManagementCapability(_) => "DVSNetworkResourceManagementCapability",
             Object::DVSNetworkResourcePool(_) => "DVSNetworkResourcePool",
             Object::DVSNetworkResourcePoolAllocationInfo(_) => "DVSNetworkResourcePoolAllocationInfo",
-            Object::DVSNetworkResourcePoolConfigSpec(_) => "DVSNetworkResourcePoolConfigSpec",
+            #[cfg(feature = "admin")] Object::DVSNetworkResourcePoolConfigSpec(_) => "DVSNetworkResourcePoolConfigSpec",
             Object::DVSPolicy(_) => "DVSPolicy",
             Object::DVSRollbackCapability(_) => "DVSRollbackCapability",
-            Object::DVSRuntimeInfo(_) => "DVSRuntimeInfo",
+            #[cfg(feature = "admin")] Object::DVSRuntimeInfo(_) => "DVSRuntimeInfo",
             Object::DVSSecurityPolicy(_) => "DVSSecurityPolicy",
             Object::DVSSelection(_) => "DVSSelection",
             Object::DVSSummary(_) => "DVSSummary",
             Object::DVSTrafficShapingPolicy(_) => "DVSTrafficShapingPolicy",
             Object::DVSUplinkPortPolicy(_) => "DVSUplinkPortPolicy",
             Object::DVSVendorSpecificConfig(_) => "DVSVendorSpecificConfig",
-            Object::DVSVmVnicNetworkResourcePool(_) => "DVSVmVnicNetworkResourcePool",
+            #[cfg(feature = "admin")] Object::DVSVmVnicNetworkResourcePool(_) => "DVSVmVnicNetworkResourcePool",
             #[cfg(feature = "admin")] Object::DailyTaskScheduler(_) => "DailyTaskScheduler",
             #[cfg(feature = "all-events")] Object::DasAdmissionControlDisabledEvent(_) => "DasAdmissionControlDisabledEvent",
             #[cfg(feature = "all-events")] Object::DasAdmissionControlEnabledEvent(_) => "DasAdmissionControlEnabledEvent",
@@ -693,7 +693,7 @@ impl x::DataObject for Object {
             Object::DVPortgroupSelection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSBackupRestoreCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DVSConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSContactInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -710,7 +710,7 @@ impl x::DataObject for Object {
             Object::DVSFilterSpecVmConnecteeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSFilterSpecVmknicConnecteeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSHealthCheckCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DVSHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::DVSHostLocalPortInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSMacLearningPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSMacLimitPolicyType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -721,17 +721,17 @@ impl x::DataObject for Object {
             Object::DVSNetworkResourceManagementCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSNetworkResourcePool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSNetworkResourcePoolAllocationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSNetworkResourcePoolConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DVSNetworkResourcePoolConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSRollbackCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DVSRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSSecurityPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSSelection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSTrafficShapingPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSUplinkPortPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSVendorSpecificConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DVSVmVnicNetworkResourcePool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DVSVmVnicNetworkResourcePool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::DailyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::DasAdmissionControlDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::DasAdmissionControlEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1079,7 +1079,7 @@ impl x::ObjectType for DVSCapability {
     }
 }
 
-impl x::ObjectType for DVSConfigInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for DVSConfigInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1351,7 +1351,7 @@ impl x::ObjectType for DVSHealthCheckCapability {
     }
 }
 
-impl x::ObjectType for DVSHealthCheckConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for DVSHealthCheckConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1527,7 +1527,7 @@ impl x::ObjectType for DVSNetworkResourcePoolAllocationInfo {
     }
 }
 
-impl x::ObjectType for DVSNetworkResourcePoolConfigSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for DVSNetworkResourcePoolConfigSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1575,7 +1575,7 @@ impl x::ObjectType for DVSRollbackCapability {
     }
 }
 
-impl x::ObjectType for DVSRuntimeInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for DVSRuntimeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1687,7 +1687,7 @@ impl x::ObjectType for DVSVendorSpecificConfig {
     }
 }
 
-impl x::ObjectType for DVSVmVnicNetworkResourcePool {
+#[cfg(feature = "admin")] impl x::ObjectType for DVSVmVnicNetworkResourcePool {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

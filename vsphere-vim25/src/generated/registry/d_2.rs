@@ -366,7 +366,7 @@ pub enum Object {
     DasConfigFaultDasConfigFaultReason(Box<DasConfigFaultDasConfigFaultReason>),
     #[cfg(feature = "all-events")] DasDisabledEvent(Box<DasDisabledEvent>),
     #[cfg(feature = "all-events")] DasEnabledEvent(Box<DasEnabledEvent>),
-    DasHeartbeatDatastoreInfo(Box<DasHeartbeatDatastoreInfo>),
+    #[cfg(feature = "admin")] DasHeartbeatDatastoreInfo(Box<DasHeartbeatDatastoreInfo>),
     #[cfg(feature = "all-events")] DasHostFailedEvent(Box<DasHostFailedEvent>),
     #[cfg(feature = "all-events")] DasHostIsolatedEvent(Box<DasHostIsolatedEvent>),
     DasVmPriority(Box<DasVmPriority>),
@@ -444,7 +444,7 @@ fn decode(
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasConfigFaultDasConfigFaultReason(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasDisabledEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasEnabledEvent(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasHeartbeatDatastoreInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasHeartbeatDatastoreInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasHostFailedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasHostIsolatedEvent(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasVmPriority(v), Err(e) => return Some(Err(e)) },
@@ -516,7 +516,7 @@ impl std::fmt::Debug for Object {
             Object::DasConfigFaultDasConfigFaultReason(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::DasDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::DasEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DasHeartbeatDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DasHeartbeatDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::DasHostFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::DasHostIsolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DasVmPriority(v) => std::fmt::Debug::fmt(&**v, f),
@@ -593,7 +593,7 @@ impl x::DataObject for Object {
             Object::DasConfigFaultDasConfigFaultReason(_) => "DasConfigFaultDasConfigFaultReason",
             #[cfg(feature = "all-events")] Object::DasDisabledEvent(_) => "DasDisabledEvent",
             #[cfg(feature = "all-events")] Object::DasEnabledEvent(_) => "DasEnabledEvent",
-            Object::DasHeartbeatDatastoreInfo(_) => "DasHeartbeatDatastoreInfo",
+            #[cfg(feature = "admin")] Object::DasHeartbeatDatastoreInfo(_) => "DasHeartbeatDatastoreInfo",
             #[cfg(feature = "all-events")] Object::DasHostFailedEvent(_) => "DasHostFailedEvent",
             #[cfg(feature = "all-events")] Object::DasHostIsolatedEvent(_) => "DasHostIsolatedEvent",
             Object::DasVmPriority(_) => "DasVmPriority",
@@ -676,7 +676,7 @@ impl x::DataObject for Object {
             Object::DasConfigFaultDasConfigFaultReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::DasDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::DasEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DasHeartbeatDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DasHeartbeatDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::DasHostFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::DasHostIsolatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DasVmPriority(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -805,7 +805,7 @@ impl x::ObjectType for DasConfigFaultDasConfigFaultReason {
     }
 }
 
-impl x::ObjectType for DasHeartbeatDatastoreInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for DasHeartbeatDatastoreInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

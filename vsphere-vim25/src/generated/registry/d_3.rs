@@ -371,14 +371,14 @@ pub enum Object {
     DistributedVirtualPortgroupPortgroupType(Box<DistributedVirtualPortgroupPortgroupType>),
     DistributedVirtualPortgroupProblem(Box<DistributedVirtualPortgroupProblem>),
     DistributedVirtualSwitchHostInfrastructureTrafficClass(Box<DistributedVirtualSwitchHostInfrastructureTrafficClass>),
-    DistributedVirtualSwitchHostMember(Box<DistributedVirtualSwitchHostMember>),
+    #[cfg(feature = "admin")] DistributedVirtualSwitchHostMember(Box<DistributedVirtualSwitchHostMember>),
     DistributedVirtualSwitchHostMemberBacking(Box<DistributedVirtualSwitchHostMemberBacking>),
-    DistributedVirtualSwitchHostMemberConfigInfo(Box<DistributedVirtualSwitchHostMemberConfigInfo>),
+    #[cfg(feature = "admin")] DistributedVirtualSwitchHostMemberConfigInfo(Box<DistributedVirtualSwitchHostMemberConfigInfo>),
     DistributedVirtualSwitchHostMemberConfigSpec(Box<DistributedVirtualSwitchHostMemberConfigSpec>),
     DistributedVirtualSwitchHostMemberHostComponentState(Box<DistributedVirtualSwitchHostMemberHostComponentState>),
-    DistributedVirtualSwitchHostMemberHostPerfNicOffloadState(Box<DistributedVirtualSwitchHostMemberHostPerfNicOffloadState>),
+    #[cfg(feature = "admin")] DistributedVirtualSwitchHostMemberHostPerfNicOffloadState(Box<DistributedVirtualSwitchHostMemberHostPerfNicOffloadState>),
     DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(Box<DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus>),
-    DistributedVirtualSwitchHostMemberHostUplinkState(Box<DistributedVirtualSwitchHostMemberHostUplinkState>),
+    #[cfg(feature = "admin")] DistributedVirtualSwitchHostMemberHostUplinkState(Box<DistributedVirtualSwitchHostMemberHostUplinkState>),
     DistributedVirtualSwitchHostMemberHostUplinkStateState(Box<DistributedVirtualSwitchHostMemberHostUplinkStateState>),
     DistributedVirtualSwitchHostMemberPnicBacking(Box<DistributedVirtualSwitchHostMemberPnicBacking>),
 }
@@ -453,14 +453,14 @@ fn decode(
         76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualPortgroupPortgroupType(v), Err(e) => return Some(Err(e)) },
         77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualPortgroupProblem(v), Err(e) => return Some(Err(e)) },
         78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostInfrastructureTrafficClass(v), Err(e) => return Some(Err(e)) },
-        79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMember(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMember(v), Err(e) => return Some(Err(e)) },
         80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberBacking(v), Err(e) => return Some(Err(e)) },
-        81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberConfigInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 81 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberConfigInfo(v), Err(e) => return Some(Err(e)) },
         82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberConfigSpec(v), Err(e) => return Some(Err(e)) },
         83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberHostComponentState(v), Err(e) => return Some(Err(e)) },
-        84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadState(v), Err(e) => return Some(Err(e)) },
         85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(v), Err(e) => return Some(Err(e)) },
-        86 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberHostUplinkState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 86 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberHostUplinkState(v), Err(e) => return Some(Err(e)) },
         87 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(v), Err(e) => return Some(Err(e)) },
         88 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberPnicBacking(v), Err(e) => return Some(Err(e)) },
         _ => return None,
@@ -529,14 +529,14 @@ impl std::fmt::Debug for Object {
             Object::DistributedVirtualPortgroupPortgroupType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DistributedVirtualPortgroupProblem(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DistributedVirtualSwitchHostInfrastructureTrafficClass(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DistributedVirtualSwitchHostMember(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DistributedVirtualSwitchHostMember(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DistributedVirtualSwitchHostMemberBacking(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DistributedVirtualSwitchHostMemberConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DistributedVirtualSwitchHostMemberConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DistributedVirtualSwitchHostMemberConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DistributedVirtualSwitchHostMemberHostComponentState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DistributedVirtualSwitchHostMemberHostUplinkState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DistributedVirtualSwitchHostMemberHostUplinkState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DistributedVirtualSwitchHostMemberPnicBacking(v) => std::fmt::Debug::fmt(&**v, f),
         }
@@ -610,14 +610,14 @@ impl x::DataObject for Object {
             Object::DistributedVirtualPortgroupPortgroupType(_) => "DistributedVirtualPortgroupPortgroupType",
             Object::DistributedVirtualPortgroupProblem(_) => "DistributedVirtualPortgroupProblem",
             Object::DistributedVirtualSwitchHostInfrastructureTrafficClass(_) => "DistributedVirtualSwitchHostInfrastructureTrafficClass",
-            Object::DistributedVirtualSwitchHostMember(_) => "DistributedVirtualSwitchHostMember",
+            #[cfg(feature = "admin")] Object::DistributedVirtualSwitchHostMember(_) => "DistributedVirtualSwitchHostMember",
             Object::DistributedVirtualSwitchHostMemberBacking(_) => "DistributedVirtualSwitchHostMemberBacking",
-            Object::DistributedVirtualSwitchHostMemberConfigInfo(_) => "DistributedVirtualSwitchHostMemberConfigInfo",
+            #[cfg(feature = "admin")] Object::DistributedVirtualSwitchHostMemberConfigInfo(_) => "DistributedVirtualSwitchHostMemberConfigInfo",
             Object::DistributedVirtualSwitchHostMemberConfigSpec(_) => "DistributedVirtualSwitchHostMemberConfigSpec",
             Object::DistributedVirtualSwitchHostMemberHostComponentState(_) => "DistributedVirtualSwitchHostMemberHostComponentState",
-            Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadState(_) => "DistributedVirtualSwitchHostMemberHostPerfNicOffloadState",
+            #[cfg(feature = "admin")] Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadState(_) => "DistributedVirtualSwitchHostMemberHostPerfNicOffloadState",
             Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(_) => "DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus",
-            Object::DistributedVirtualSwitchHostMemberHostUplinkState(_) => "DistributedVirtualSwitchHostMemberHostUplinkState",
+            #[cfg(feature = "admin")] Object::DistributedVirtualSwitchHostMemberHostUplinkState(_) => "DistributedVirtualSwitchHostMemberHostUplinkState",
             Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(_) => "DistributedVirtualSwitchHostMemberHostUplinkStateState",
             Object::DistributedVirtualSwitchHostMemberPnicBacking(_) => "DistributedVirtualSwitchHostMemberPnicBacking",
         }
@@ -697,14 +697,14 @@ impl x::DataObject for Object {
             Object::DistributedVirtualPortgroupPortgroupType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DistributedVirtualPortgroupProblem(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DistributedVirtualSwitchHostInfrastructureTrafficClass(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DistributedVirtualSwitchHostMember(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DistributedVirtualSwitchHostMember(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DistributedVirtualSwitchHostMemberBacking(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DistributedVirtualSwitchHostMemberConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DistributedVirtualSwitchHostMemberConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DistributedVirtualSwitchHostMemberConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DistributedVirtualSwitchHostMemberHostComponentState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DistributedVirtualSwitchHostMemberHostPerfNicOffloadStateStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DistributedVirtualSwitchHostMemberHostUplinkState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DistributedVirtualSwitchHostMemberHostUplinkState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DistributedVirtualSwitchHostMemberHostUplinkStateState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DistributedVirtualSwitchHostMemberPnicBacking(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
@@ -1640,7 +1640,7 @@ impl x::ObjectType for DistributedVirtualSwitchHostInfrastructureTrafficClass {
     }
 }
 
-impl x::ObjectType for DistributedVirtualSwitchHostMember {
+#[cfg(feature = "admin")] impl x::ObjectType for DistributedVirtualSwitchHostMember {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1672,7 +1672,7 @@ impl x::ObjectType for DistributedVirtualSwitchHostMemberBacking {
     }
 }
 
-impl x::ObjectType for DistributedVirtualSwitchHostMemberConfigInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for DistributedVirtualSwitchHostMemberConfigInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1720,7 +1720,7 @@ impl x::ObjectType for DistributedVirtualSwitchHostMemberHostComponentState {
     }
 }
 
-impl x::ObjectType for DistributedVirtualSwitchHostMemberHostPerfNicOffloadState {
+#[cfg(feature = "admin")] impl x::ObjectType for DistributedVirtualSwitchHostMemberHostPerfNicOffloadState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1752,7 +1752,7 @@ impl x::ObjectType for DistributedVirtualSwitchHostMemberHostPerfNicOffloadState
     }
 }
 
-impl x::ObjectType for DistributedVirtualSwitchHostMemberHostUplinkState {
+#[cfg(feature = "admin")] impl x::ObjectType for DistributedVirtualSwitchHostMemberHostUplinkState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -255,8 +255,8 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 #[doc(hidden)]
 pub enum Object {
     DistributedVirtualSwitchHostMemberPnicSpec(Box<DistributedVirtualSwitchHostMemberPnicSpec>),
-    DistributedVirtualSwitchHostMemberRuntimeState(Box<DistributedVirtualSwitchHostMemberRuntimeState>),
-    DistributedVirtualSwitchHostMemberTransportZoneInfo(Box<DistributedVirtualSwitchHostMemberTransportZoneInfo>),
+    #[cfg(feature = "admin")] DistributedVirtualSwitchHostMemberRuntimeState(Box<DistributedVirtualSwitchHostMemberRuntimeState>),
+    #[cfg(feature = "admin")] DistributedVirtualSwitchHostMemberTransportZoneInfo(Box<DistributedVirtualSwitchHostMemberTransportZoneInfo>),
     DistributedVirtualSwitchHostMemberTransportZoneType(Box<DistributedVirtualSwitchHostMemberTransportZoneType>),
     DistributedVirtualSwitchHostProductSpec(Box<DistributedVirtualSwitchHostProductSpec>),
     DistributedVirtualSwitchInfo(Box<DistributedVirtualSwitchInfo>),
@@ -344,8 +344,8 @@ fn decode(
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberPnicSpec(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberRuntimeState(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberTransportZoneInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberRuntimeState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberTransportZoneInfo(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostMemberTransportZoneType(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchHostProductSpec(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DistributedVirtualSwitchInfo(v), Err(e) => return Some(Err(e)) },
@@ -427,8 +427,8 @@ impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Object::DistributedVirtualSwitchHostMemberPnicSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DistributedVirtualSwitchHostMemberRuntimeState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DistributedVirtualSwitchHostMemberTransportZoneInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DistributedVirtualSwitchHostMemberRuntimeState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DistributedVirtualSwitchHostMemberTransportZoneInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DistributedVirtualSwitchHostMemberTransportZoneType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DistributedVirtualSwitchHostProductSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DistributedVirtualSwitchInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -515,8 +515,8 @@ impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
             Object::DistributedVirtualSwitchHostMemberPnicSpec(_) => "DistributedVirtualSwitchHostMemberPnicSpec",
-            Object::DistributedVirtualSwitchHostMemberRuntimeState(_) => "DistributedVirtualSwitchHostMemberRuntimeState",
-            Object::DistributedVirtualSwitchHostMemberTransportZoneInfo(_) => "DistributedVirtualSwitchHostMemberTransportZoneInfo",
+            #[cfg(feature = "admin")] Object::DistributedVirtualSwitchHostMemberRuntimeState(_) => "DistributedVirtualSwitchHostMemberRuntimeState",
+            #[cfg(feature = "admin")] Object::DistributedVirtualSwitchHostMemberTransportZoneInfo(_) => "DistributedVirtualSwitchHostMemberTransportZoneInfo",
             Object::DistributedVirtualSwitchHostMemberTransportZoneType(_) => "DistributedVirtualSwitchHostMemberTransportZoneType",
             Object::DistributedVirtualSwitchHostProductSpec(_) => "DistributedVirtualSwitchHostProductSpec",
             Object::DistributedVirtualSwitchInfo(_) => "DistributedVirtualSwitchInfo",
@@ -609,8 +609,8 @@ impl x::DataObject for Object {
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
             Object::DistributedVirtualSwitchHostMemberPnicSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DistributedVirtualSwitchHostMemberRuntimeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DistributedVirtualSwitchHostMemberTransportZoneInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DistributedVirtualSwitchHostMemberRuntimeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DistributedVirtualSwitchHostMemberTransportZoneInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DistributedVirtualSwitchHostMemberTransportZoneType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DistributedVirtualSwitchHostProductSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DistributedVirtualSwitchInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -704,7 +704,7 @@ impl x::ObjectType for DistributedVirtualSwitchHostMemberPnicSpec {
     }
 }
 
-impl x::ObjectType for DistributedVirtualSwitchHostMemberRuntimeState {
+#[cfg(feature = "admin")] impl x::ObjectType for DistributedVirtualSwitchHostMemberRuntimeState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -720,7 +720,7 @@ impl x::ObjectType for DistributedVirtualSwitchHostMemberRuntimeState {
     }
 }
 
-impl x::ObjectType for DistributedVirtualSwitchHostMemberTransportZoneInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for DistributedVirtualSwitchHostMemberTransportZoneInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

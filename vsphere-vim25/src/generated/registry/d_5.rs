@@ -261,7 +261,7 @@ pub enum Object {
     DvsRateLimitNetworkRuleAction(Box<DvsRateLimitNetworkRuleAction>),
     #[cfg(feature = "all-events")] DvsReconfiguredEvent(Box<DvsReconfiguredEvent>),
     #[cfg(feature = "all-events")] DvsRenamedEvent(Box<DvsRenamedEvent>),
-    DvsResourceRuntimeInfo(Box<DvsResourceRuntimeInfo>),
+    #[cfg(feature = "admin")] DvsResourceRuntimeInfo(Box<DvsResourceRuntimeInfo>),
     #[cfg(feature = "all-events")] DvsRestoreEvent(Box<DvsRestoreEvent>),
     #[cfg(feature = "all-faults")] DvsScopeViolated(Box<DvsScopeViolated>),
     DvsServiceConsoleVNicProfile(Box<DvsServiceConsoleVNicProfile>),
@@ -277,10 +277,10 @@ pub enum Object {
     #[cfg(feature = "all-events")] DvsUpgradeRejectedEvent(Box<DvsUpgradeRejectedEvent>),
     #[cfg(feature = "all-events")] DvsUpgradedEvent(Box<DvsUpgradedEvent>),
     DvsVNicProfile(Box<DvsVNicProfile>),
-    DvsVmVnicNetworkResourcePoolRuntimeInfo(Box<DvsVmVnicNetworkResourcePoolRuntimeInfo>),
-    DvsVmVnicResourceAllocation(Box<DvsVmVnicResourceAllocation>),
-    DvsVmVnicResourcePoolConfigSpec(Box<DvsVmVnicResourcePoolConfigSpec>),
-    DvsVnicAllocatedResource(Box<DvsVnicAllocatedResource>),
+    #[cfg(feature = "admin")] DvsVmVnicNetworkResourcePoolRuntimeInfo(Box<DvsVmVnicNetworkResourcePoolRuntimeInfo>),
+    #[cfg(feature = "admin")] DvsVmVnicResourceAllocation(Box<DvsVmVnicResourceAllocation>),
+    #[cfg(feature = "admin")] DvsVmVnicResourcePoolConfigSpec(Box<DvsVmVnicResourcePoolConfigSpec>),
+    #[cfg(feature = "admin")] DvsVnicAllocatedResource(Box<DvsVnicAllocatedResource>),
     DynamicArray(Box<DynamicArray>),
     DynamicData(Box<DynamicData>),
     DynamicProperty(Box<DynamicProperty>),
@@ -341,7 +341,7 @@ fn decode(
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsRateLimitNetworkRuleAction(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsRenamedEvent(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsResourceRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsResourceRuntimeInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsRestoreEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsScopeViolated(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsServiceConsoleVNicProfile(v), Err(e) => return Some(Err(e)) },
@@ -357,10 +357,10 @@ fn decode(
         #[cfg(feature = "all-events")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsUpgradeRejectedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsUpgradedEvent(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsVNicProfile(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsVmVnicResourceAllocation(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsVmVnicResourcePoolConfigSpec(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsVnicAllocatedResource(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsVmVnicResourceAllocation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsVmVnicResourcePoolConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DvsVnicAllocatedResource(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DynamicArray(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DynamicData(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DynamicProperty(v), Err(e) => return Some(Err(e)) },
@@ -415,7 +415,7 @@ impl std::fmt::Debug for Object {
             Object::DvsRateLimitNetworkRuleAction(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::DvsReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::DvsRenamedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsResourceRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DvsResourceRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::DvsRestoreEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::DvsScopeViolated(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsServiceConsoleVNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
@@ -431,10 +431,10 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::DvsUpgradeRejectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::DvsUpgradedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DvsVNicProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsVmVnicResourceAllocation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsVmVnicResourcePoolConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DvsVnicAllocatedResource(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DvsVmVnicResourceAllocation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DvsVmVnicResourcePoolConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DvsVnicAllocatedResource(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DynamicArray(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DynamicData(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DynamicProperty(v) => std::fmt::Debug::fmt(&**v, f),
@@ -494,7 +494,7 @@ impl x::DataObject for Object {
             Object::DvsRateLimitNetworkRuleAction(_) => "DvsRateLimitNetworkRuleAction",
             #[cfg(feature = "all-events")] Object::DvsReconfiguredEvent(_) => "DvsReconfiguredEvent",
             #[cfg(feature = "all-events")] Object::DvsRenamedEvent(_) => "DvsRenamedEvent",
-            Object::DvsResourceRuntimeInfo(_) => "DvsResourceRuntimeInfo",
+            #[cfg(feature = "admin")] Object::DvsResourceRuntimeInfo(_) => "DvsResourceRuntimeInfo",
             #[cfg(feature = "all-events")] Object::DvsRestoreEvent(_) => "DvsRestoreEvent",
             #[cfg(feature = "all-faults")] Object::DvsScopeViolated(_) => "DvsScopeViolated",
             Object::DvsServiceConsoleVNicProfile(_) => "DvsServiceConsoleVNicProfile",
@@ -510,10 +510,10 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::DvsUpgradeRejectedEvent(_) => "DvsUpgradeRejectedEvent",
             #[cfg(feature = "all-events")] Object::DvsUpgradedEvent(_) => "DvsUpgradedEvent",
             Object::DvsVNicProfile(_) => "DvsVNicProfile",
-            Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(_) => "DvsVmVnicNetworkResourcePoolRuntimeInfo",
-            Object::DvsVmVnicResourceAllocation(_) => "DvsVmVnicResourceAllocation",
-            Object::DvsVmVnicResourcePoolConfigSpec(_) => "DvsVmVnicResourcePoolConfigSpec",
-            Object::DvsVnicAllocatedResource(_) => "DvsVnicAllocatedResource",
+            #[cfg(feature = "admin")] Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(_) => "DvsVmVnicNetworkResourcePoolRuntimeInfo",
+            #[cfg(feature = "admin")] Object::DvsVmVnicResourceAllocation(_) => "DvsVmVnicResourceAllocation",
+            #[cfg(feature = "admin")] Object::DvsVmVnicResourcePoolConfigSpec(_) => "DvsVmVnicResourcePoolConfigSpec",
+            #[cfg(feature = "admin")] Object::DvsVnicAllocatedResource(_) => "DvsVnicAllocatedResource",
             Object::DynamicArray(_) => "DynamicArray",
             Object::DynamicData(_) => "DynamicData",
             Object::DynamicProperty(_) => "DynamicProperty",
@@ -579,7 +579,7 @@ impl x::DataObject for Object {
             Object::DvsRateLimitNetworkRuleAction(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::DvsReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::DvsRenamedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsResourceRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DvsResourceRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::DvsRestoreEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::DvsScopeViolated(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsServiceConsoleVNicProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -595,10 +595,10 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::DvsUpgradeRejectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::DvsUpgradedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DvsVNicProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsVmVnicResourceAllocation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsVmVnicResourcePoolConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DvsVnicAllocatedResource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DvsVmVnicNetworkResourcePoolRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DvsVmVnicResourceAllocation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DvsVmVnicResourcePoolConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DvsVnicAllocatedResource(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DynamicArray(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DynamicData(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DynamicProperty(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1295,7 +1295,7 @@ impl x::ObjectType for DvsRateLimitNetworkRuleAction {
     }
 }
 
-impl x::ObjectType for DvsResourceRuntimeInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for DvsResourceRuntimeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1551,7 +1551,7 @@ impl x::ObjectType for DvsVNicProfile {
     }
 }
 
-impl x::ObjectType for DvsVmVnicNetworkResourcePoolRuntimeInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for DvsVmVnicNetworkResourcePoolRuntimeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1567,7 +1567,7 @@ impl x::ObjectType for DvsVmVnicNetworkResourcePoolRuntimeInfo {
     }
 }
 
-impl x::ObjectType for DvsVmVnicResourceAllocation {
+#[cfg(feature = "admin")] impl x::ObjectType for DvsVmVnicResourceAllocation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1583,7 +1583,7 @@ impl x::ObjectType for DvsVmVnicResourceAllocation {
     }
 }
 
-impl x::ObjectType for DvsVmVnicResourcePoolConfigSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for DvsVmVnicResourcePoolConfigSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1599,7 +1599,7 @@ impl x::ObjectType for DvsVmVnicResourcePoolConfigSpec {
     }
 }
 
-impl x::ObjectType for DvsVnicAllocatedResource {
+#[cfg(feature = "admin")] impl x::ObjectType for DvsVnicAllocatedResource {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -365,7 +365,7 @@ pub enum Object {
     #[cfg(feature = "all-faults")] FcoeFaultPnicHasNoPortSet(Box<FcoeFaultPnicHasNoPortSet>),
     FeatureEVCMode(Box<FeatureEVCMode>),
     #[cfg(feature = "all-faults")] FeatureRequirementsNotMet(Box<FeatureRequirementsNotMet>),
-    FibreChannelPortType(Box<FibreChannelPortType>),
+    #[cfg(feature = "admin")] FibreChannelPortType(Box<FibreChannelPortType>),
     FileAlreadyExists(Box<FileAlreadyExists>),
     #[cfg(feature = "all-faults")] FileBackedPortNotSupported(Box<FileBackedPortNotSupported>),
     FileBackedVirtualDiskSpec(Box<FileBackedVirtualDiskSpec>),
@@ -447,7 +447,7 @@ fn decode(
         #[cfg(feature = "all-faults")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FcoeFaultPnicHasNoPortSet(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FeatureEVCMode(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FeatureRequirementsNotMet(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FibreChannelPortType(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FibreChannelPortType(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileAlreadyExists(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileBackedPortNotSupported(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::FileBackedVirtualDiskSpec(v), Err(e) => return Some(Err(e)) },
@@ -523,7 +523,7 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-faults")] Object::FcoeFaultPnicHasNoPortSet(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FeatureEVCMode(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::FeatureRequirementsNotMet(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::FibreChannelPortType(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::FibreChannelPortType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FileAlreadyExists(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::FileBackedPortNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::FileBackedVirtualDiskSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -604,7 +604,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::FcoeFaultPnicHasNoPortSet(_) => "FcoeFaultPnicHasNoPortSet",
             Object::FeatureEVCMode(_) => "FeatureEVCMode",
             #[cfg(feature = "all-faults")] Object::FeatureRequirementsNotMet(_) => "FeatureRequirementsNotMet",
-            Object::FibreChannelPortType(_) => "FibreChannelPortType",
+            #[cfg(feature = "admin")] Object::FibreChannelPortType(_) => "FibreChannelPortType",
             Object::FileAlreadyExists(_) => "FileAlreadyExists",
             #[cfg(feature = "all-faults")] Object::FileBackedPortNotSupported(_) => "FileBackedPortNotSupported",
             Object::FileBackedVirtualDiskSpec(_) => "FileBackedVirtualDiskSpec",
@@ -691,7 +691,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::FcoeFaultPnicHasNoPortSet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FeatureEVCMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::FeatureRequirementsNotMet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::FibreChannelPortType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::FibreChannelPortType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FileAlreadyExists(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::FileBackedPortNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::FileBackedVirtualDiskSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1439,7 +1439,7 @@ impl x::ObjectType for FeatureEVCMode {
     }
 }
 
-impl x::ObjectType for FibreChannelPortType {
+#[cfg(feature = "admin")] impl x::ObjectType for FibreChannelPortType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -454,30 +454,30 @@ pub enum Object {
     #[cfg(feature = "admin")] HostAccessMode(Box<HostAccessMode>),
     #[cfg(feature = "all-faults")] HostAccessRestrictedToManagementServer(Box<HostAccessRestrictedToManagementServer>),
     HostAccountSpec(Box<HostAccountSpec>),
-    HostActiveDirectory(Box<HostActiveDirectory>),
+    #[cfg(feature = "admin")] HostActiveDirectory(Box<HostActiveDirectory>),
     HostActiveDirectoryAuthenticationCertificateDigest(Box<HostActiveDirectoryAuthenticationCertificateDigest>),
-    HostActiveDirectoryInfo(Box<HostActiveDirectoryInfo>),
+    #[cfg(feature = "admin")] HostActiveDirectoryInfo(Box<HostActiveDirectoryInfo>),
     HostActiveDirectoryInfoDomainMembershipStatus(Box<HostActiveDirectoryInfoDomainMembershipStatus>),
-    HostActiveDirectorySpec(Box<HostActiveDirectorySpec>),
+    #[cfg(feature = "admin")] HostActiveDirectorySpec(Box<HostActiveDirectorySpec>),
     #[cfg(feature = "all-events")] HostAddFailedEvent(Box<HostAddFailedEvent>),
     #[cfg(feature = "all-events")] HostAddedEvent(Box<HostAddedEvent>),
     #[cfg(feature = "all-events")] HostAdminDisableEvent(Box<HostAdminDisableEvent>),
     #[cfg(feature = "all-events")] HostAdminEnableEvent(Box<HostAdminEnableEvent>),
     HostApplyProfile(Box<HostApplyProfile>),
-    HostAssignableHardwareBinding(Box<HostAssignableHardwareBinding>),
-    HostAssignableHardwareConfig(Box<HostAssignableHardwareConfig>),
-    HostAssignableHardwareConfigAttributeOverride(Box<HostAssignableHardwareConfigAttributeOverride>),
-    HostAuthenticationInfo(Box<HostAuthenticationInfo>),
-    HostAuthenticationManagerInfo(Box<HostAuthenticationManagerInfo>),
-    HostAuthenticationStoreInfo(Box<HostAuthenticationStoreInfo>),
-    HostAutoStartManagerConfig(Box<HostAutoStartManagerConfig>),
-    HostBIOSInfo(Box<HostBIOSInfo>),
+    #[cfg(feature = "admin")] HostAssignableHardwareBinding(Box<HostAssignableHardwareBinding>),
+    #[cfg(feature = "admin")] HostAssignableHardwareConfig(Box<HostAssignableHardwareConfig>),
+    #[cfg(feature = "admin")] HostAssignableHardwareConfigAttributeOverride(Box<HostAssignableHardwareConfigAttributeOverride>),
+    #[cfg(feature = "admin")] HostAuthenticationInfo(Box<HostAuthenticationInfo>),
+    #[cfg(feature = "admin")] HostAuthenticationManagerInfo(Box<HostAuthenticationManagerInfo>),
+    #[cfg(feature = "admin")] HostAuthenticationStoreInfo(Box<HostAuthenticationStoreInfo>),
+    #[cfg(feature = "admin")] HostAutoStartManagerConfig(Box<HostAutoStartManagerConfig>),
+    #[cfg(feature = "admin")] HostBIOSInfo(Box<HostBIOSInfo>),
     HostBIOSInfoFirmwareType(Box<HostBIOSInfoFirmwareType>),
-    HostBlockAdapterTargetTransport(Box<HostBlockAdapterTargetTransport>),
-    HostBlockHba(Box<HostBlockHba>),
+    #[cfg(feature = "admin")] HostBlockAdapterTargetTransport(Box<HostBlockAdapterTargetTransport>),
+    #[cfg(feature = "admin")] HostBlockHba(Box<HostBlockHba>),
     #[cfg(feature = "admin")] HostBootDevice(Box<HostBootDevice>),
     #[cfg(feature = "admin")] HostBootDeviceInfo(Box<HostBootDeviceInfo>),
-    HostCacheConfigurationInfo(Box<HostCacheConfigurationInfo>),
+    #[cfg(feature = "admin")] HostCacheConfigurationInfo(Box<HostCacheConfigurationInfo>),
     #[cfg(feature = "admin")] HostCacheConfigurationSpec(Box<HostCacheConfigurationSpec>),
     HostCapability(Box<HostCapability>),
     HostCapabilityDRTMTypes(Box<HostCapabilityDRTMTypes>),
@@ -526,30 +526,30 @@ fn decode(
         #[cfg(feature = "admin")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccessMode(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccessRestrictedToManagementServer(v), Err(e) => return Some(Err(e)) },
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAccountSpec(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectory(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectory(v), Err(e) => return Some(Err(e)) },
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectoryAuthenticationCertificateDigest(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectoryInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectoryInfo(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectoryInfoDomainMembershipStatus(v), Err(e) => return Some(Err(e)) },
-        26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectorySpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostActiveDirectorySpec(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAddFailedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAddedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAdminDisableEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAdminEnableEvent(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostApplyProfile(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAssignableHardwareBinding(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAssignableHardwareConfig(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAssignableHardwareConfigAttributeOverride(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAuthenticationInfo(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAuthenticationManagerInfo(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAuthenticationStoreInfo(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAutoStartManagerConfig(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBIOSInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAssignableHardwareBinding(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAssignableHardwareConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAssignableHardwareConfigAttributeOverride(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAuthenticationInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAuthenticationManagerInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAuthenticationStoreInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostAutoStartManagerConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBIOSInfo(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBIOSInfoFirmwareType(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBlockAdapterTargetTransport(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBlockHba(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBlockAdapterTargetTransport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBlockHba(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBootDevice(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostBootDeviceInfo(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCacheConfigurationInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCacheConfigurationInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCacheConfigurationSpec(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapability(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCapabilityDRTMTypes(v), Err(e) => return Some(Err(e)) },
@@ -592,30 +592,30 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "admin")] Object::HostAccessMode(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::HostAccessRestrictedToManagementServer(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostAccountSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostActiveDirectory(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostActiveDirectory(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostActiveDirectoryInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostActiveDirectoryInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostActiveDirectoryInfoDomainMembershipStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostActiveDirectorySpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostActiveDirectorySpec(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostAddFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostAddedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostAdminDisableEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostAdminEnableEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostApplyProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostAssignableHardwareBinding(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostAssignableHardwareConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostAssignableHardwareConfigAttributeOverride(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostAuthenticationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostAuthenticationManagerInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostAuthenticationStoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostAutoStartManagerConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostBIOSInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostAssignableHardwareBinding(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostAssignableHardwareConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostAssignableHardwareConfigAttributeOverride(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostAuthenticationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostAuthenticationManagerInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostAuthenticationStoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostAutoStartManagerConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostBIOSInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostBIOSInfoFirmwareType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostBlockAdapterTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostBlockHba(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostBlockAdapterTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostBlockHba(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostBootDevice(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostBootDeviceInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCacheConfigurationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostCacheConfigurationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostCacheConfigurationSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCapabilityDRTMTypes(v) => std::fmt::Debug::fmt(&**v, f),
@@ -663,30 +663,30 @@ impl x::DataObject for Object {
             #[cfg(feature = "admin")] Object::HostAccessMode(_) => "HostAccessMode",
             #[cfg(feature = "all-faults")] Object::HostAccessRestrictedToManagementServer(_) => "HostAccessRestrictedToManagementServer",
             Object::HostAccountSpec(_) => "HostAccountSpec",
-            Object::HostActiveDirectory(_) => "HostActiveDirectory",
+            #[cfg(feature = "admin")] Object::HostActiveDirectory(_) => "HostActiveDirectory",
             Object::HostActiveDirectoryAuthenticationCertificateDigest(_) => "HostActiveDirectoryAuthenticationCertificateDigest",
-            Object::HostActiveDirectoryInfo(_) => "HostActiveDirectoryInfo",
+            #[cfg(feature = "admin")] Object::HostActiveDirectoryInfo(_) => "HostActiveDirectoryInfo",
             Object::HostActiveDirectoryInfoDomainMembershipStatus(_) => "HostActiveDirectoryInfoDomainMembershipStatus",
-            Object::HostActiveDirectorySpec(_) => "HostActiveDirectorySpec",
+            #[cfg(feature = "admin")] Object::HostActiveDirectorySpec(_) => "HostActiveDirectorySpec",
             #[cfg(feature = "all-events")] Object::HostAddFailedEvent(_) => "HostAddFailedEvent",
             #[cfg(feature = "all-events")] Object::HostAddedEvent(_) => "HostAddedEvent",
             #[cfg(feature = "all-events")] Object::HostAdminDisableEvent(_) => "HostAdminDisableEvent",
             #[cfg(feature = "all-events")] Object::HostAdminEnableEvent(_) => "HostAdminEnableEvent",
             Object::HostApplyProfile(_) => "HostApplyProfile",
-            Object::HostAssignableHardwareBinding(_) => "HostAssignableHardwareBinding",
-            Object::HostAssignableHardwareConfig(_) => "HostAssignableHardwareConfig",
-            Object::HostAssignableHardwareConfigAttributeOverride(_) => "HostAssignableHardwareConfigAttributeOverride",
-            Object::HostAuthenticationInfo(_) => "HostAuthenticationInfo",
-            Object::HostAuthenticationManagerInfo(_) => "HostAuthenticationManagerInfo",
-            Object::HostAuthenticationStoreInfo(_) => "HostAuthenticationStoreInfo",
-            Object::HostAutoStartManagerConfig(_) => "HostAutoStartManagerConfig",
-            Object::HostBIOSInfo(_) => "HostBIOSInfo",
+            #[cfg(feature = "admin")] Object::HostAssignableHardwareBinding(_) => "HostAssignableHardwareBinding",
+            #[cfg(feature = "admin")] Object::HostAssignableHardwareConfig(_) => "HostAssignableHardwareConfig",
+            #[cfg(feature = "admin")] Object::HostAssignableHardwareConfigAttributeOverride(_) => "HostAssignableHardwareConfigAttributeOverride",
+            #[cfg(feature = "admin")] Object::HostAuthenticationInfo(_) => "HostAuthenticationInfo",
+            #[cfg(feature = "admin")] Object::HostAuthenticationManagerInfo(_) => "HostAuthenticationManagerInfo",
+            #[cfg(feature = "admin")] Object::HostAuthenticationStoreInfo(_) => "HostAuthenticationStoreInfo",
+            #[cfg(feature = "admin")] Object::HostAutoStartManagerConfig(_) => "HostAutoStartManagerConfig",
+            #[cfg(feature = "admin")] Object::HostBIOSInfo(_) => "HostBIOSInfo",
             Object::HostBIOSInfoFirmwareType(_) => "HostBIOSInfoFirmwareType",
-            Object::HostBlockAdapterTargetTransport(_) => "HostBlockAdapterTargetTransport",
-            Object::HostBlockHba(_) => "HostBlockHba",
+            #[cfg(feature = "admin")] Object::HostBlockAdapterTargetTransport(_) => "HostBlockAdapterTargetTransport",
+            #[cfg(feature = "admin")] Object::HostBlockHba(_) => "HostBlockHba",
             #[cfg(feature = "admin")] Object::HostBootDevice(_) => "HostBootDevice",
             #[cfg(feature = "admin")] Object::HostBootDeviceInfo(_) => "HostBootDeviceInfo",
-            Object::HostCacheConfigurationInfo(_) => "HostCacheConfigurationInfo",
+            #[cfg(feature = "admin")] Object::HostCacheConfigurationInfo(_) => "HostCacheConfigurationInfo",
             #[cfg(feature = "admin")] Object::HostCacheConfigurationSpec(_) => "HostCacheConfigurationSpec",
             Object::HostCapability(_) => "HostCapability",
             Object::HostCapabilityDRTMTypes(_) => "HostCapabilityDRTMTypes",
@@ -740,30 +740,30 @@ impl x::DataObject for Object {
             #[cfg(feature = "admin")] Object::HostAccessMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::HostAccessRestrictedToManagementServer(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostAccountSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostActiveDirectory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostActiveDirectory(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostActiveDirectoryInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostActiveDirectoryInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostActiveDirectoryInfoDomainMembershipStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostActiveDirectorySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostActiveDirectorySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostAddFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostAddedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostAdminDisableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostAdminEnableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostApplyProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostAssignableHardwareBinding(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostAssignableHardwareConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostAssignableHardwareConfigAttributeOverride(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostAuthenticationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostAuthenticationManagerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostAuthenticationStoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostAutoStartManagerConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostBIOSInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostAssignableHardwareBinding(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostAssignableHardwareConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostAssignableHardwareConfigAttributeOverride(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostAuthenticationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostAuthenticationManagerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostAuthenticationStoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostAutoStartManagerConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostBIOSInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostBIOSInfoFirmwareType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostBlockAdapterTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostBlockHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostBlockAdapterTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostBlockHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostBootDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostBootDeviceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCacheConfigurationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostCacheConfigurationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostCacheConfigurationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCapabilityDRTMTypes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1058,7 +1058,7 @@ impl x::ObjectType for HostAccountSpec {
     }
 }
 
-impl x::ObjectType for HostActiveDirectory {
+#[cfg(feature = "admin")] impl x::ObjectType for HostActiveDirectory {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1090,7 +1090,7 @@ impl x::ObjectType for HostActiveDirectoryAuthenticationCertificateDigest {
     }
 }
 
-impl x::ObjectType for HostActiveDirectoryInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostActiveDirectoryInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1122,7 +1122,7 @@ impl x::ObjectType for HostActiveDirectoryInfoDomainMembershipStatus {
     }
 }
 
-impl x::ObjectType for HostActiveDirectorySpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostActiveDirectorySpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1218,7 +1218,7 @@ impl x::ObjectType for HostApplyProfile {
     }
 }
 
-impl x::ObjectType for HostAssignableHardwareBinding {
+#[cfg(feature = "admin")] impl x::ObjectType for HostAssignableHardwareBinding {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1234,7 +1234,7 @@ impl x::ObjectType for HostAssignableHardwareBinding {
     }
 }
 
-impl x::ObjectType for HostAssignableHardwareConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostAssignableHardwareConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1250,7 +1250,7 @@ impl x::ObjectType for HostAssignableHardwareConfig {
     }
 }
 
-impl x::ObjectType for HostAssignableHardwareConfigAttributeOverride {
+#[cfg(feature = "admin")] impl x::ObjectType for HostAssignableHardwareConfigAttributeOverride {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1266,7 +1266,7 @@ impl x::ObjectType for HostAssignableHardwareConfigAttributeOverride {
     }
 }
 
-impl x::ObjectType for HostAuthenticationInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostAuthenticationInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1282,7 +1282,7 @@ impl x::ObjectType for HostAuthenticationInfo {
     }
 }
 
-impl x::ObjectType for HostAuthenticationManagerInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostAuthenticationManagerInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1298,7 +1298,7 @@ impl x::ObjectType for HostAuthenticationManagerInfo {
     }
 }
 
-impl x::ObjectType for HostAuthenticationStoreInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostAuthenticationStoreInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1314,7 +1314,7 @@ impl x::ObjectType for HostAuthenticationStoreInfo {
     }
 }
 
-impl x::ObjectType for HostAutoStartManagerConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostAutoStartManagerConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1330,7 +1330,7 @@ impl x::ObjectType for HostAutoStartManagerConfig {
     }
 }
 
-impl x::ObjectType for HostBIOSInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostBIOSInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1362,7 +1362,7 @@ impl x::ObjectType for HostBIOSInfoFirmwareType {
     }
 }
 
-impl x::ObjectType for HostBlockAdapterTargetTransport {
+#[cfg(feature = "admin")] impl x::ObjectType for HostBlockAdapterTargetTransport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1378,7 +1378,7 @@ impl x::ObjectType for HostBlockAdapterTargetTransport {
     }
 }
 
-impl x::ObjectType for HostBlockHba {
+#[cfg(feature = "admin")] impl x::ObjectType for HostBlockHba {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1426,7 +1426,7 @@ impl x::ObjectType for HostBlockHba {
     }
 }
 
-impl x::ObjectType for HostCacheConfigurationInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostCacheConfigurationInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

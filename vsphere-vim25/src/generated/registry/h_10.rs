@@ -284,23 +284,23 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 #[doc(hidden)]
 pub enum Object {
     HostVffsVolume(Box<HostVffsVolume>),
-    HostVirtualNic(Box<HostVirtualNic>),
-    HostVirtualNicConfig(Box<HostVirtualNicConfig>),
-    HostVirtualNicConnection(Box<HostVirtualNicConnection>),
-    HostVirtualNicIpRouteSpec(Box<HostVirtualNicIpRouteSpec>),
-    HostVirtualNicManagerInfo(Box<HostVirtualNicManagerInfo>),
+    #[cfg(feature = "admin")] HostVirtualNic(Box<HostVirtualNic>),
+    #[cfg(feature = "admin")] HostVirtualNicConfig(Box<HostVirtualNicConfig>),
+    #[cfg(feature = "admin")] HostVirtualNicConnection(Box<HostVirtualNicConnection>),
+    #[cfg(feature = "admin")] HostVirtualNicIpRouteSpec(Box<HostVirtualNicIpRouteSpec>),
+    #[cfg(feature = "admin")] HostVirtualNicManagerInfo(Box<HostVirtualNicManagerInfo>),
     HostVirtualNicManagerNicType(Box<HostVirtualNicManagerNicType>),
-    HostVirtualNicManagerNicTypeSelection(Box<HostVirtualNicManagerNicTypeSelection>),
-    HostVirtualNicOpaqueNetworkSpec(Box<HostVirtualNicOpaqueNetworkSpec>),
-    HostVirtualNicSpec(Box<HostVirtualNicSpec>),
-    HostVirtualSwitch(Box<HostVirtualSwitch>),
-    HostVirtualSwitchAutoBridge(Box<HostVirtualSwitchAutoBridge>),
-    HostVirtualSwitchBeaconConfig(Box<HostVirtualSwitchBeaconConfig>),
-    HostVirtualSwitchBondBridge(Box<HostVirtualSwitchBondBridge>),
-    HostVirtualSwitchBridge(Box<HostVirtualSwitchBridge>),
-    HostVirtualSwitchConfig(Box<HostVirtualSwitchConfig>),
-    HostVirtualSwitchSimpleBridge(Box<HostVirtualSwitchSimpleBridge>),
-    HostVirtualSwitchSpec(Box<HostVirtualSwitchSpec>),
+    #[cfg(feature = "admin")] HostVirtualNicManagerNicTypeSelection(Box<HostVirtualNicManagerNicTypeSelection>),
+    #[cfg(feature = "admin")] HostVirtualNicOpaqueNetworkSpec(Box<HostVirtualNicOpaqueNetworkSpec>),
+    #[cfg(feature = "admin")] HostVirtualNicSpec(Box<HostVirtualNicSpec>),
+    #[cfg(feature = "admin")] HostVirtualSwitch(Box<HostVirtualSwitch>),
+    #[cfg(feature = "admin")] HostVirtualSwitchAutoBridge(Box<HostVirtualSwitchAutoBridge>),
+    #[cfg(feature = "admin")] HostVirtualSwitchBeaconConfig(Box<HostVirtualSwitchBeaconConfig>),
+    #[cfg(feature = "admin")] HostVirtualSwitchBondBridge(Box<HostVirtualSwitchBondBridge>),
+    #[cfg(feature = "admin")] HostVirtualSwitchBridge(Box<HostVirtualSwitchBridge>),
+    #[cfg(feature = "admin")] HostVirtualSwitchConfig(Box<HostVirtualSwitchConfig>),
+    #[cfg(feature = "admin")] HostVirtualSwitchSimpleBridge(Box<HostVirtualSwitchSimpleBridge>),
+    #[cfg(feature = "admin")] HostVirtualSwitchSpec(Box<HostVirtualSwitchSpec>),
     HostVmciAccessManagerAccessSpec(Box<HostVmciAccessManagerAccessSpec>),
     HostVmciAccessManagerMode(Box<HostVmciAccessManagerMode>),
     HostVmfsRescanResult(Box<HostVmfsRescanResult>),
@@ -348,23 +348,23 @@ fn decode(
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVffsVolume(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualNic(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualNicConfig(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualNicConnection(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualNicIpRouteSpec(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualNicManagerInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualNic(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualNicConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualNicConnection(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualNicIpRouteSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualNicManagerInfo(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualNicManagerNicType(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualNicManagerNicTypeSelection(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualNicOpaqueNetworkSpec(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualNicSpec(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualSwitch(v), Err(e) => return Some(Err(e)) },
-        11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualSwitchAutoBridge(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualSwitchBeaconConfig(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualSwitchBondBridge(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualSwitchBridge(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualSwitchConfig(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualSwitchSimpleBridge(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualSwitchSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualNicManagerNicTypeSelection(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualNicOpaqueNetworkSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualNicSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualSwitch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualSwitchAutoBridge(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualSwitchBeaconConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualSwitchBondBridge(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualSwitchBridge(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualSwitchConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualSwitchSimpleBridge(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVirtualSwitchSpec(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVmciAccessManagerAccessSpec(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVmciAccessManagerMode(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVmfsRescanResult(v), Err(e) => return Some(Err(e)) },
@@ -406,23 +406,23 @@ impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Object::HostVffsVolume(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVirtualNic(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVirtualNicConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVirtualNicConnection(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVirtualNicIpRouteSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVirtualNicManagerInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVirtualNic(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVirtualNicConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVirtualNicConnection(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVirtualNicIpRouteSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVirtualNicManagerInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVirtualNicManagerNicType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVirtualNicManagerNicTypeSelection(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVirtualNicOpaqueNetworkSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVirtualNicSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVirtualSwitch(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVirtualSwitchAutoBridge(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVirtualSwitchBeaconConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVirtualSwitchBondBridge(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVirtualSwitchBridge(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVirtualSwitchConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVirtualSwitchSimpleBridge(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVirtualSwitchSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVirtualNicManagerNicTypeSelection(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVirtualNicOpaqueNetworkSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVirtualNicSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVirtualSwitch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchAutoBridge(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchBeaconConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchBondBridge(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchBridge(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchSimpleBridge(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVmciAccessManagerAccessSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVmciAccessManagerMode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVmfsRescanResult(v) => std::fmt::Debug::fmt(&**v, f),
@@ -469,23 +469,23 @@ impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
             Object::HostVffsVolume(_) => "HostVffsVolume",
-            Object::HostVirtualNic(_) => "HostVirtualNic",
-            Object::HostVirtualNicConfig(_) => "HostVirtualNicConfig",
-            Object::HostVirtualNicConnection(_) => "HostVirtualNicConnection",
-            Object::HostVirtualNicIpRouteSpec(_) => "HostVirtualNicIpRouteSpec",
-            Object::HostVirtualNicManagerInfo(_) => "HostVirtualNicManagerInfo",
+            #[cfg(feature = "admin")] Object::HostVirtualNic(_) => "HostVirtualNic",
+            #[cfg(feature = "admin")] Object::HostVirtualNicConfig(_) => "HostVirtualNicConfig",
+            #[cfg(feature = "admin")] Object::HostVirtualNicConnection(_) => "HostVirtualNicConnection",
+            #[cfg(feature = "admin")] Object::HostVirtualNicIpRouteSpec(_) => "HostVirtualNicIpRouteSpec",
+            #[cfg(feature = "admin")] Object::HostVirtualNicManagerInfo(_) => "HostVirtualNicManagerInfo",
             Object::HostVirtualNicManagerNicType(_) => "HostVirtualNicManagerNicType",
-            Object::HostVirtualNicManagerNicTypeSelection(_) => "HostVirtualNicManagerNicTypeSelection",
-            Object::HostVirtualNicOpaqueNetworkSpec(_) => "HostVirtualNicOpaqueNetworkSpec",
-            Object::HostVirtualNicSpec(_) => "HostVirtualNicSpec",
-            Object::HostVirtualSwitch(_) => "HostVirtualSwitch",
-            Object::HostVirtualSwitchAutoBridge(_) => "HostVirtualSwitchAutoBridge",
-            Object::HostVirtualSwitchBeaconConfig(_) => "HostVirtualSwitchBeaconConfig",
-            Object::HostVirtualSwitchBondBridge(_) => "HostVirtualSwitchBondBridge",
-            Object::HostVirtualSwitchBridge(_) => "HostVirtualSwitchBridge",
-            Object::HostVirtualSwitchConfig(_) => "HostVirtualSwitchConfig",
-            Object::HostVirtualSwitchSimpleBridge(_) => "HostVirtualSwitchSimpleBridge",
-            Object::HostVirtualSwitchSpec(_) => "HostVirtualSwitchSpec",
+            #[cfg(feature = "admin")] Object::HostVirtualNicManagerNicTypeSelection(_) => "HostVirtualNicManagerNicTypeSelection",
+            #[cfg(feature = "admin")] Object::HostVirtualNicOpaqueNetworkSpec(_) => "HostVirtualNicOpaqueNetworkSpec",
+            #[cfg(feature = "admin")] Object::HostVirtualNicSpec(_) => "HostVirtualNicSpec",
+            #[cfg(feature = "admin")] Object::HostVirtualSwitch(_) => "HostVirtualSwitch",
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchAutoBridge(_) => "HostVirtualSwitchAutoBridge",
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchBeaconConfig(_) => "HostVirtualSwitchBeaconConfig",
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchBondBridge(_) => "HostVirtualSwitchBondBridge",
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchBridge(_) => "HostVirtualSwitchBridge",
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchConfig(_) => "HostVirtualSwitchConfig",
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchSimpleBridge(_) => "HostVirtualSwitchSimpleBridge",
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchSpec(_) => "HostVirtualSwitchSpec",
             Object::HostVmciAccessManagerAccessSpec(_) => "HostVmciAccessManagerAccessSpec",
             Object::HostVmciAccessManagerMode(_) => "HostVmciAccessManagerMode",
             Object::HostVmfsRescanResult(_) => "HostVmfsRescanResult",
@@ -538,23 +538,23 @@ impl x::DataObject for Object {
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
             Object::HostVffsVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVirtualNic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVirtualNicConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVirtualNicConnection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVirtualNicIpRouteSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVirtualNicManagerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVirtualNic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVirtualNicConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVirtualNicConnection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVirtualNicIpRouteSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVirtualNicManagerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVirtualNicManagerNicType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVirtualNicManagerNicTypeSelection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVirtualNicOpaqueNetworkSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVirtualNicSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVirtualSwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVirtualSwitchAutoBridge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVirtualSwitchBeaconConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVirtualSwitchBondBridge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVirtualSwitchBridge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVirtualSwitchConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVirtualSwitchSimpleBridge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVirtualSwitchSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVirtualNicManagerNicTypeSelection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVirtualNicOpaqueNetworkSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVirtualNicSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVirtualSwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchAutoBridge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchBeaconConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchBondBridge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchBridge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchSimpleBridge(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVirtualSwitchSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVmciAccessManagerAccessSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVmciAccessManagerMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVmfsRescanResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -608,7 +608,7 @@ impl x::ObjectType for HostVffsVolume {
     }
 }
 
-impl x::ObjectType for HostVirtualNic {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVirtualNic {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -624,7 +624,7 @@ impl x::ObjectType for HostVirtualNic {
     }
 }
 
-impl x::ObjectType for HostVirtualNicConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVirtualNicConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -640,7 +640,7 @@ impl x::ObjectType for HostVirtualNicConfig {
     }
 }
 
-impl x::ObjectType for HostVirtualNicConnection {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVirtualNicConnection {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -656,7 +656,7 @@ impl x::ObjectType for HostVirtualNicConnection {
     }
 }
 
-impl x::ObjectType for HostVirtualNicIpRouteSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVirtualNicIpRouteSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -672,7 +672,7 @@ impl x::ObjectType for HostVirtualNicIpRouteSpec {
     }
 }
 
-impl x::ObjectType for HostVirtualNicManagerInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVirtualNicManagerInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -704,7 +704,7 @@ impl x::ObjectType for HostVirtualNicManagerNicType {
     }
 }
 
-impl x::ObjectType for HostVirtualNicManagerNicTypeSelection {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVirtualNicManagerNicTypeSelection {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -720,7 +720,7 @@ impl x::ObjectType for HostVirtualNicManagerNicTypeSelection {
     }
 }
 
-impl x::ObjectType for HostVirtualNicOpaqueNetworkSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVirtualNicOpaqueNetworkSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -736,7 +736,7 @@ impl x::ObjectType for HostVirtualNicOpaqueNetworkSpec {
     }
 }
 
-impl x::ObjectType for HostVirtualNicSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVirtualNicSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -752,7 +752,7 @@ impl x::ObjectType for HostVirtualNicSpec {
     }
 }
 
-impl x::ObjectType for HostVirtualSwitch {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVirtualSwitch {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -768,7 +768,7 @@ impl x::ObjectType for HostVirtualSwitch {
     }
 }
 
-impl x::ObjectType for HostVirtualSwitchAutoBridge {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVirtualSwitchAutoBridge {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -784,7 +784,7 @@ impl x::ObjectType for HostVirtualSwitchAutoBridge {
     }
 }
 
-impl x::ObjectType for HostVirtualSwitchBeaconConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVirtualSwitchBeaconConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -800,7 +800,7 @@ impl x::ObjectType for HostVirtualSwitchBeaconConfig {
     }
 }
 
-impl x::ObjectType for HostVirtualSwitchBondBridge {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVirtualSwitchBondBridge {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -816,7 +816,7 @@ impl x::ObjectType for HostVirtualSwitchBondBridge {
     }
 }
 
-impl x::ObjectType for HostVirtualSwitchBridge {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVirtualSwitchBridge {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -832,7 +832,7 @@ impl x::ObjectType for HostVirtualSwitchBridge {
     }
 }
 
-impl x::ObjectType for HostVirtualSwitchConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVirtualSwitchConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -848,7 +848,7 @@ impl x::ObjectType for HostVirtualSwitchConfig {
     }
 }
 
-impl x::ObjectType for HostVirtualSwitchSimpleBridge {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVirtualSwitchSimpleBridge {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -864,7 +864,7 @@ impl x::ObjectType for HostVirtualSwitchSimpleBridge {
     }
 }
 
-impl x::ObjectType for HostVirtualSwitchSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVirtualSwitchSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

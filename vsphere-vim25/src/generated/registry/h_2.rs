@@ -396,9 +396,9 @@ pub enum Object {
     HostConfigChangeOwner(Box<HostConfigChangeOwner>),
     #[cfg(feature = "all-faults")] HostConfigFailed(Box<HostConfigFailed>),
     #[cfg(feature = "all-faults")] HostConfigFault(Box<HostConfigFault>),
-    HostConfigInfo(Box<HostConfigInfo>),
+    #[cfg(feature = "admin")] HostConfigInfo(Box<HostConfigInfo>),
     HostConfigManager(Box<HostConfigManager>),
-    HostConfigSpec(Box<HostConfigSpec>),
+    #[cfg(feature = "admin")] HostConfigSpec(Box<HostConfigSpec>),
     HostConfigSummary(Box<HostConfigSummary>),
     #[cfg(feature = "all-faults")] HostConnectFault(Box<HostConnectFault>),
     HostConnectInfo(Box<HostConnectInfo>),
@@ -407,12 +407,12 @@ pub enum Object {
     #[cfg(feature = "all-events")] HostConnectedEvent(Box<HostConnectedEvent>),
     #[cfg(feature = "all-events")] HostConnectionLostEvent(Box<HostConnectionLostEvent>),
     HostCpuIdInfo(Box<HostCpuIdInfo>),
-    HostCpuInfo(Box<HostCpuInfo>),
-    HostCpuPackage(Box<HostCpuPackage>),
+    #[cfg(feature = "admin")] HostCpuInfo(Box<HostCpuInfo>),
+    #[cfg(feature = "admin")] HostCpuPackage(Box<HostCpuPackage>),
     HostCpuPackageVendor(Box<HostCpuPackageVendor>),
-    HostCpuPowerManagementInfo(Box<HostCpuPowerManagementInfo>),
+    #[cfg(feature = "admin")] HostCpuPowerManagementInfo(Box<HostCpuPowerManagementInfo>),
     HostCpuPowerManagementInfoPolicyType(Box<HostCpuPowerManagementInfoPolicyType>),
-    HostCpuSchedulerInfo(Box<HostCpuSchedulerInfo>),
+    #[cfg(feature = "admin")] HostCpuSchedulerInfo(Box<HostCpuSchedulerInfo>),
     HostCpuSchedulerInfoCpuSchedulerPolicyInfo(Box<HostCpuSchedulerInfoCpuSchedulerPolicyInfo>),
     HostCryptoState(Box<HostCryptoState>),
     HostDVSConfigSpecSwitchMode(Box<HostDVSConfigSpecSwitchMode>),
@@ -433,16 +433,16 @@ pub enum Object {
     HostDatastoreSystemCapabilities(Box<HostDatastoreSystemCapabilities>),
     HostDatastoreSystemDatastoreResult(Box<HostDatastoreSystemDatastoreResult>),
     HostDatastoreSystemVvolDatastoreSpec(Box<HostDatastoreSystemVvolDatastoreSpec>),
-    HostDateTimeConfig(Box<HostDateTimeConfig>),
-    HostDateTimeInfo(Box<HostDateTimeInfo>),
+    #[cfg(feature = "admin")] HostDateTimeConfig(Box<HostDateTimeConfig>),
+    #[cfg(feature = "admin")] HostDateTimeInfo(Box<HostDateTimeInfo>),
     HostDateTimeInfoProtocol(Box<HostDateTimeInfoProtocol>),
     #[cfg(feature = "admin")] HostDateTimeSystemServiceTestResult(Box<HostDateTimeSystemServiceTestResult>),
-    HostDateTimeSystemTimeZone(Box<HostDateTimeSystemTimeZone>),
-    HostDeploymentInfo(Box<HostDeploymentInfo>),
+    #[cfg(feature = "admin")] HostDateTimeSystemTimeZone(Box<HostDateTimeSystemTimeZone>),
+    #[cfg(feature = "admin")] HostDeploymentInfo(Box<HostDeploymentInfo>),
     HostDevice(Box<HostDevice>),
-    HostDhcpService(Box<HostDhcpService>),
-    HostDhcpServiceConfig(Box<HostDhcpServiceConfig>),
-    HostDhcpServiceSpec(Box<HostDhcpServiceSpec>),
+    #[cfg(feature = "admin")] HostDhcpService(Box<HostDhcpService>),
+    #[cfg(feature = "admin")] HostDhcpServiceConfig(Box<HostDhcpServiceConfig>),
+    #[cfg(feature = "admin")] HostDhcpServiceSpec(Box<HostDhcpServiceSpec>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -474,9 +474,9 @@ fn decode(
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigChangeOwner(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigFailed(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigFault(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigInfo(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigManager(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigSpec(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConfigSummary(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectFault(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectInfo(v), Err(e) => return Some(Err(e)) },
@@ -485,12 +485,12 @@ fn decode(
         #[cfg(feature = "all-events")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostConnectionLostEvent(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuIdInfo(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuInfo(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuPackage(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuPackage(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuPackageVendor(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuPowerManagementInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuPowerManagementInfo(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuPowerManagementInfoPolicyType(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuSchedulerInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuSchedulerInfo(v), Err(e) => return Some(Err(e)) },
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostCryptoState(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDVSConfigSpecSwitchMode(v), Err(e) => return Some(Err(e)) },
@@ -511,16 +511,16 @@ fn decode(
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreSystemCapabilities(v), Err(e) => return Some(Err(e)) },
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreSystemDatastoreResult(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDatastoreSystemVvolDatastoreSpec(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeConfig(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeInfo(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeInfoProtocol(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeSystemServiceTestResult(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeSystemTimeZone(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDeploymentInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeSystemTimeZone(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDeploymentInfo(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDevice(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDhcpService(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDhcpServiceConfig(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDhcpServiceSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDhcpService(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDhcpServiceConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDhcpServiceSpec(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -546,9 +546,9 @@ impl std::fmt::Debug for Object {
             Object::HostConfigChangeOwner(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::HostConfigFailed(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::HostConfigFault(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostConfigManager(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostConfigSummary(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::HostConnectFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -557,12 +557,12 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::HostConnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostConnectionLostEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCpuIdInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCpuInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCpuPackage(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostCpuInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostCpuPackage(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCpuPackageVendor(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCpuPowerManagementInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostCpuPowerManagementInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCpuPowerManagementInfoPolicyType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostCpuSchedulerInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostCpuSchedulerInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostCryptoState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDVSConfigSpecSwitchMode(v) => std::fmt::Debug::fmt(&**v, f),
@@ -583,16 +583,16 @@ impl std::fmt::Debug for Object {
             Object::HostDatastoreSystemCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDatastoreSystemDatastoreResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDatastoreSystemVvolDatastoreSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDateTimeConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDateTimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostDateTimeConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostDateTimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDateTimeInfoProtocol(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostDateTimeSystemServiceTestResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDateTimeSystemTimeZone(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDeploymentInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostDateTimeSystemTimeZone(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostDeploymentInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDhcpService(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDhcpServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDhcpServiceSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostDhcpService(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostDhcpServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostDhcpServiceSpec(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -623,9 +623,9 @@ impl x::DataObject for Object {
             Object::HostConfigChangeOwner(_) => "HostConfigChangeOwner",
             #[cfg(feature = "all-faults")] Object::HostConfigFailed(_) => "HostConfigFailed",
             #[cfg(feature = "all-faults")] Object::HostConfigFault(_) => "HostConfigFault",
-            Object::HostConfigInfo(_) => "HostConfigInfo",
+            #[cfg(feature = "admin")] Object::HostConfigInfo(_) => "HostConfigInfo",
             Object::HostConfigManager(_) => "HostConfigManager",
-            Object::HostConfigSpec(_) => "HostConfigSpec",
+            #[cfg(feature = "admin")] Object::HostConfigSpec(_) => "HostConfigSpec",
             Object::HostConfigSummary(_) => "HostConfigSummary",
             #[cfg(feature = "all-faults")] Object::HostConnectFault(_) => "HostConnectFault",
             Object::HostConnectInfo(_) => "HostConnectInfo",
@@ -634,12 +634,12 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::HostConnectedEvent(_) => "HostConnectedEvent",
             #[cfg(feature = "all-events")] Object::HostConnectionLostEvent(_) => "HostConnectionLostEvent",
             Object::HostCpuIdInfo(_) => "HostCpuIdInfo",
-            Object::HostCpuInfo(_) => "HostCpuInfo",
-            Object::HostCpuPackage(_) => "HostCpuPackage",
+            #[cfg(feature = "admin")] Object::HostCpuInfo(_) => "HostCpuInfo",
+            #[cfg(feature = "admin")] Object::HostCpuPackage(_) => "HostCpuPackage",
             Object::HostCpuPackageVendor(_) => "HostCpuPackageVendor",
-            Object::HostCpuPowerManagementInfo(_) => "HostCpuPowerManagementInfo",
+            #[cfg(feature = "admin")] Object::HostCpuPowerManagementInfo(_) => "HostCpuPowerManagementInfo",
             Object::HostCpuPowerManagementInfoPolicyType(_) => "HostCpuPowerManagementInfoPolicyType",
-            Object::HostCpuSchedulerInfo(_) => "HostCpuSchedulerInfo",
+            #[cfg(feature = "admin")] Object::HostCpuSchedulerInfo(_) => "HostCpuSchedulerInfo",
             Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(_) => "HostCpuSchedulerInfoCpuSchedulerPolicyInfo",
             Object::HostCryptoState(_) => "HostCryptoState",
             Object::HostDVSConfigSpecSwitchMode(_) => "HostDVSConfigSpecSwitchMode",
@@ -660,16 +660,16 @@ impl x::DataObject for Object {
             Object::HostDatastoreSystemCapabilities(_) => "HostDatastoreSystemCapabilities",
             Object::HostDatastoreSystemDatastoreResult(_) => "HostDatastoreSystemDatastoreResult",
             Object::HostDatastoreSystemVvolDatastoreSpec(_) => "HostDatastoreSystemVvolDatastoreSpec",
-            Object::HostDateTimeConfig(_) => "HostDateTimeConfig",
-            Object::HostDateTimeInfo(_) => "HostDateTimeInfo",
+            #[cfg(feature = "admin")] Object::HostDateTimeConfig(_) => "HostDateTimeConfig",
+            #[cfg(feature = "admin")] Object::HostDateTimeInfo(_) => "HostDateTimeInfo",
             Object::HostDateTimeInfoProtocol(_) => "HostDateTimeInfoProtocol",
             #[cfg(feature = "admin")] Object::HostDateTimeSystemServiceTestResult(_) => "HostDateTimeSystemServiceTestResult",
-            Object::HostDateTimeSystemTimeZone(_) => "HostDateTimeSystemTimeZone",
-            Object::HostDeploymentInfo(_) => "HostDeploymentInfo",
+            #[cfg(feature = "admin")] Object::HostDateTimeSystemTimeZone(_) => "HostDateTimeSystemTimeZone",
+            #[cfg(feature = "admin")] Object::HostDeploymentInfo(_) => "HostDeploymentInfo",
             Object::HostDevice(_) => "HostDevice",
-            Object::HostDhcpService(_) => "HostDhcpService",
-            Object::HostDhcpServiceConfig(_) => "HostDhcpServiceConfig",
-            Object::HostDhcpServiceSpec(_) => "HostDhcpServiceSpec",
+            #[cfg(feature = "admin")] Object::HostDhcpService(_) => "HostDhcpService",
+            #[cfg(feature = "admin")] Object::HostDhcpServiceConfig(_) => "HostDhcpServiceConfig",
+            #[cfg(feature = "admin")] Object::HostDhcpServiceSpec(_) => "HostDhcpServiceSpec",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -706,9 +706,9 @@ impl x::DataObject for Object {
             Object::HostConfigChangeOwner(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::HostConfigFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::HostConfigFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostConfigManager(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostConfigSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::HostConnectFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -717,12 +717,12 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::HostConnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostConnectionLostEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCpuIdInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCpuInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCpuPackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostCpuInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostCpuPackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCpuPackageVendor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCpuPowerManagementInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostCpuPowerManagementInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCpuPowerManagementInfoPolicyType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostCpuSchedulerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostCpuSchedulerInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCpuSchedulerInfoCpuSchedulerPolicyInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostCryptoState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDVSConfigSpecSwitchMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -743,16 +743,16 @@ impl x::DataObject for Object {
             Object::HostDatastoreSystemCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDatastoreSystemDatastoreResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDatastoreSystemVvolDatastoreSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDateTimeConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDateTimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostDateTimeConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostDateTimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDateTimeInfoProtocol(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostDateTimeSystemServiceTestResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDateTimeSystemTimeZone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDeploymentInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostDateTimeSystemTimeZone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostDeploymentInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDhcpService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDhcpServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDhcpServiceSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostDhcpService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostDhcpServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostDhcpServiceSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
@@ -1030,7 +1030,7 @@ impl x::ObjectType for HostConfigChangeOwner {
     }
 }
 
-impl x::ObjectType for HostConfigInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostConfigInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1062,7 +1062,7 @@ impl x::ObjectType for HostConfigManager {
     }
 }
 
-impl x::ObjectType for HostConfigSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostConfigSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1206,7 +1206,7 @@ impl x::ObjectType for HostCpuIdInfo {
     }
 }
 
-impl x::ObjectType for HostCpuInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostCpuInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1222,7 +1222,7 @@ impl x::ObjectType for HostCpuInfo {
     }
 }
 
-impl x::ObjectType for HostCpuPackage {
+#[cfg(feature = "admin")] impl x::ObjectType for HostCpuPackage {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1254,7 +1254,7 @@ impl x::ObjectType for HostCpuPackageVendor {
     }
 }
 
-impl x::ObjectType for HostCpuPowerManagementInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostCpuPowerManagementInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1286,7 +1286,7 @@ impl x::ObjectType for HostCpuPowerManagementInfoPolicyType {
     }
 }
 
-impl x::ObjectType for HostCpuSchedulerInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostCpuSchedulerInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1622,7 +1622,7 @@ impl x::ObjectType for HostDatastoreSystemVvolDatastoreSpec {
     }
 }
 
-impl x::ObjectType for HostDateTimeConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostDateTimeConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1638,7 +1638,7 @@ impl x::ObjectType for HostDateTimeConfig {
     }
 }
 
-impl x::ObjectType for HostDateTimeInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostDateTimeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1686,7 +1686,7 @@ impl x::ObjectType for HostDateTimeInfoProtocol {
     }
 }
 
-impl x::ObjectType for HostDateTimeSystemTimeZone {
+#[cfg(feature = "admin")] impl x::ObjectType for HostDateTimeSystemTimeZone {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1702,7 +1702,7 @@ impl x::ObjectType for HostDateTimeSystemTimeZone {
     }
 }
 
-impl x::ObjectType for HostDeploymentInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostDeploymentInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1734,7 +1734,7 @@ impl x::ObjectType for HostDevice {
     }
 }
 
-impl x::ObjectType for HostDhcpService {
+#[cfg(feature = "admin")] impl x::ObjectType for HostDhcpService {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1750,7 +1750,7 @@ impl x::ObjectType for HostDhcpService {
     }
 }
 
-impl x::ObjectType for HostDhcpServiceConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostDhcpServiceConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1766,7 +1766,7 @@ impl x::ObjectType for HostDhcpServiceConfig {
     }
 }
 
-impl x::ObjectType for HostDhcpServiceSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostDhcpServiceSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

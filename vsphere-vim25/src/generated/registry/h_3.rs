@@ -310,14 +310,14 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    HostDiagnosticPartition(Box<HostDiagnosticPartition>),
+    #[cfg(feature = "admin")] HostDiagnosticPartition(Box<HostDiagnosticPartition>),
     #[cfg(feature = "admin")] HostDiagnosticPartitionCreateDescription(Box<HostDiagnosticPartitionCreateDescription>),
     #[cfg(feature = "admin")] HostDiagnosticPartitionCreateOption(Box<HostDiagnosticPartitionCreateOption>),
     #[cfg(feature = "admin")] HostDiagnosticPartitionCreateSpec(Box<HostDiagnosticPartitionCreateSpec>),
     HostDigestInfo(Box<HostDigestInfo>),
     HostDigestInfoDigestMethodType(Box<HostDigestInfoDigestMethodType>),
     HostDigestVerificationSetting(Box<HostDigestVerificationSetting>),
-    HostDirectoryStoreInfo(Box<HostDirectoryStoreInfo>),
+    #[cfg(feature = "admin")] HostDirectoryStoreInfo(Box<HostDirectoryStoreInfo>),
     #[cfg(feature = "all-events")] HostDisconnectedEvent(Box<HostDisconnectedEvent>),
     HostDisconnectedEventReasonCode(Box<HostDisconnectedEventReasonCode>),
     HostDiskConfigurationResult(Box<HostDiskConfigurationResult>),
@@ -337,9 +337,9 @@ pub enum Object {
     HostDiskPartitionSpec(Box<HostDiskPartitionSpec>),
     HostDistributedVirtualSwitchManagerFailoverReason(Box<HostDistributedVirtualSwitchManagerFailoverReason>),
     HostDistributedVirtualSwitchManagerFailoverStage(Box<HostDistributedVirtualSwitchManagerFailoverStage>),
-    HostDnsConfig(Box<HostDnsConfig>),
-    HostDnsConfigSpec(Box<HostDnsConfigSpec>),
-    HostDvxClass(Box<HostDvxClass>),
+    #[cfg(feature = "admin")] HostDnsConfig(Box<HostDnsConfig>),
+    #[cfg(feature = "admin")] HostDnsConfigSpec(Box<HostDnsConfigSpec>),
+    #[cfg(feature = "admin")] HostDvxClass(Box<HostDvxClass>),
     #[cfg(feature = "all-events")] HostEnableAdminFailedEvent(Box<HostEnableAdminFailedEvent>),
     HostEnterMaintenanceResult(Box<HostEnterMaintenanceResult>),
     #[cfg(feature = "admin")] HostEsxAgentHostManagerConfigInfo(Box<HostEsxAgentHostManagerConfigInfo>),
@@ -351,31 +351,31 @@ pub enum Object {
     HostFeatureMask(Box<HostFeatureMask>),
     HostFeatureVersionInfo(Box<HostFeatureVersionInfo>),
     HostFeatureVersionKey(Box<HostFeatureVersionKey>),
-    HostFibreChannelHba(Box<HostFibreChannelHba>),
-    HostFibreChannelOverEthernetHba(Box<HostFibreChannelOverEthernetHba>),
-    HostFibreChannelOverEthernetHbaLinkInfo(Box<HostFibreChannelOverEthernetHbaLinkInfo>),
-    HostFibreChannelOverEthernetTargetTransport(Box<HostFibreChannelOverEthernetTargetTransport>),
-    HostFibreChannelTargetTransport(Box<HostFibreChannelTargetTransport>),
+    #[cfg(feature = "admin")] HostFibreChannelHba(Box<HostFibreChannelHba>),
+    #[cfg(feature = "admin")] HostFibreChannelOverEthernetHba(Box<HostFibreChannelOverEthernetHba>),
+    #[cfg(feature = "admin")] HostFibreChannelOverEthernetHbaLinkInfo(Box<HostFibreChannelOverEthernetHbaLinkInfo>),
+    #[cfg(feature = "admin")] HostFibreChannelOverEthernetTargetTransport(Box<HostFibreChannelOverEthernetTargetTransport>),
+    #[cfg(feature = "admin")] HostFibreChannelTargetTransport(Box<HostFibreChannelTargetTransport>),
     HostFileAccess(Box<HostFileAccess>),
-    HostFileSystemMountInfo(Box<HostFileSystemMountInfo>),
+    #[cfg(feature = "admin")] HostFileSystemMountInfo(Box<HostFileSystemMountInfo>),
     HostFileSystemVolume(Box<HostFileSystemVolume>),
     HostFileSystemVolumeFileSystemType(Box<HostFileSystemVolumeFileSystemType>),
-    HostFileSystemVolumeInfo(Box<HostFileSystemVolumeInfo>),
-    HostFirewallConfig(Box<HostFirewallConfig>),
-    HostFirewallConfigRuleSetConfig(Box<HostFirewallConfigRuleSetConfig>),
-    HostFirewallDefaultPolicy(Box<HostFirewallDefaultPolicy>),
-    HostFirewallInfo(Box<HostFirewallInfo>),
-    HostFirewallRule(Box<HostFirewallRule>),
-    HostFirewallRuleDirection(Box<HostFirewallRuleDirection>),
-    HostFirewallRulePortType(Box<HostFirewallRulePortType>),
+    #[cfg(feature = "admin")] HostFileSystemVolumeInfo(Box<HostFileSystemVolumeInfo>),
+    #[cfg(feature = "admin")] HostFirewallConfig(Box<HostFirewallConfig>),
+    #[cfg(feature = "admin")] HostFirewallConfigRuleSetConfig(Box<HostFirewallConfigRuleSetConfig>),
+    #[cfg(feature = "admin")] HostFirewallDefaultPolicy(Box<HostFirewallDefaultPolicy>),
+    #[cfg(feature = "admin")] HostFirewallInfo(Box<HostFirewallInfo>),
+    #[cfg(feature = "admin")] HostFirewallRule(Box<HostFirewallRule>),
+    #[cfg(feature = "admin")] HostFirewallRuleDirection(Box<HostFirewallRuleDirection>),
+    #[cfg(feature = "admin")] HostFirewallRulePortType(Box<HostFirewallRulePortType>),
     HostFirewallRuleProtocol(Box<HostFirewallRuleProtocol>),
-    HostFirewallRuleset(Box<HostFirewallRuleset>),
-    HostFirewallRulesetIpList(Box<HostFirewallRulesetIpList>),
-    HostFirewallRulesetIpNetwork(Box<HostFirewallRulesetIpNetwork>),
+    #[cfg(feature = "admin")] HostFirewallRuleset(Box<HostFirewallRuleset>),
+    #[cfg(feature = "admin")] HostFirewallRulesetIpList(Box<HostFirewallRulesetIpList>),
+    #[cfg(feature = "admin")] HostFirewallRulesetIpNetwork(Box<HostFirewallRulesetIpNetwork>),
     #[cfg(feature = "admin")] HostFirewallRulesetRulesetSpec(Box<HostFirewallRulesetRulesetSpec>),
     HostFirewallSystemRuleSetId(Box<HostFirewallSystemRuleSetId>),
     HostFirewallSystemServiceName(Box<HostFirewallSystemServiceName>),
-    HostFlagInfo(Box<HostFlagInfo>),
+    #[cfg(feature = "admin")] HostFlagInfo(Box<HostFlagInfo>),
     HostForceMountedInfo(Box<HostForceMountedInfo>),
     HostFru(Box<HostFru>),
     HostFruFruType(Box<HostFruFruType>),
@@ -394,14 +394,14 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartition(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartition(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartitionCreateDescription(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartitionCreateOption(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiagnosticPartitionCreateSpec(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDigestInfo(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDigestInfoDigestMethodType(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDigestVerificationSetting(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDirectoryStoreInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDirectoryStoreInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDisconnectedEvent(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDisconnectedEventReasonCode(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskConfigurationResult(v), Err(e) => return Some(Err(e)) },
@@ -421,9 +421,9 @@ fn decode(
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDiskPartitionSpec(v), Err(e) => return Some(Err(e)) },
         25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDistributedVirtualSwitchManagerFailoverReason(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDistributedVirtualSwitchManagerFailoverStage(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDnsConfig(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDnsConfigSpec(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDvxClass(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDnsConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDnsConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDvxClass(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEnableAdminFailedEvent(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEnterMaintenanceResult(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostEsxAgentHostManagerConfigInfo(v), Err(e) => return Some(Err(e)) },
@@ -435,31 +435,31 @@ fn decode(
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFeatureMask(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFeatureVersionInfo(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFeatureVersionKey(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelHba(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelOverEthernetHba(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelOverEthernetHbaLinkInfo(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelOverEthernetTargetTransport(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelTargetTransport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelHba(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelOverEthernetHba(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelOverEthernetHbaLinkInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelOverEthernetTargetTransport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFibreChannelTargetTransport(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFileAccess(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFileSystemMountInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFileSystemMountInfo(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFileSystemVolume(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFileSystemVolumeFileSystemType(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFileSystemVolumeInfo(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallConfig(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallConfigRuleSetConfig(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallDefaultPolicy(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallInfo(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRule(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRuleDirection(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulePortType(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFileSystemVolumeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallConfigRuleSetConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallDefaultPolicy(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRule(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRuleDirection(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulePortType(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRuleProtocol(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRuleset(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulesetIpList(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulesetIpNetwork(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRuleset(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulesetIpList(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulesetIpNetwork(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallRulesetRulesetSpec(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallSystemRuleSetId(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFirewallSystemServiceName(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFlagInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFlagInfo(v), Err(e) => return Some(Err(e)) },
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostForceMountedInfo(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFru(v), Err(e) => return Some(Err(e)) },
         69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostFruFruType(v), Err(e) => return Some(Err(e)) },
@@ -472,14 +472,14 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::HostDiagnosticPartition(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostDiagnosticPartition(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateDescription(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateOption(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDigestInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDigestInfoDigestMethodType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDigestVerificationSetting(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDirectoryStoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostDirectoryStoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostDisconnectedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDisconnectedEventReasonCode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDiskConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
@@ -499,9 +499,9 @@ impl std::fmt::Debug for Object {
             Object::HostDiskPartitionSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDnsConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDnsConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDvxClass(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostDnsConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostDnsConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostDvxClass(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostEnableAdminFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostEnterMaintenanceResult(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostEsxAgentHostManagerConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -513,31 +513,31 @@ impl std::fmt::Debug for Object {
             Object::HostFeatureMask(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostFeatureVersionInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostFeatureVersionKey(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFibreChannelHba(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFibreChannelOverEthernetHba(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFibreChannelOverEthernetTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFibreChannelTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFibreChannelHba(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFibreChannelOverEthernetHba(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFibreChannelOverEthernetTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFibreChannelTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostFileAccess(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFileSystemMountInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFileSystemMountInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostFileSystemVolume(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostFileSystemVolumeFileSystemType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFileSystemVolumeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFirewallConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFirewallConfigRuleSetConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFirewallDefaultPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFirewallInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFirewallRule(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFirewallRuleDirection(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFirewallRulePortType(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFileSystemVolumeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFirewallConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFirewallConfigRuleSetConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFirewallDefaultPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFirewallInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFirewallRule(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFirewallRuleDirection(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFirewallRulePortType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostFirewallRuleProtocol(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFirewallRuleset(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFirewallRulesetIpList(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFirewallRulesetIpNetwork(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFirewallRuleset(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFirewallRulesetIpList(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFirewallRulesetIpNetwork(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostFirewallRulesetRulesetSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostFirewallSystemRuleSetId(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostFirewallSystemServiceName(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostFlagInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostFlagInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostForceMountedInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostFru(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostFruFruType(v) => std::fmt::Debug::fmt(&**v, f),
@@ -555,14 +555,14 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::HostDiagnosticPartition(_) => "HostDiagnosticPartition",
+            #[cfg(feature = "admin")] Object::HostDiagnosticPartition(_) => "HostDiagnosticPartition",
             #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateDescription(_) => "HostDiagnosticPartitionCreateDescription",
             #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateOption(_) => "HostDiagnosticPartitionCreateOption",
             #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateSpec(_) => "HostDiagnosticPartitionCreateSpec",
             Object::HostDigestInfo(_) => "HostDigestInfo",
             Object::HostDigestInfoDigestMethodType(_) => "HostDigestInfoDigestMethodType",
             Object::HostDigestVerificationSetting(_) => "HostDigestVerificationSetting",
-            Object::HostDirectoryStoreInfo(_) => "HostDirectoryStoreInfo",
+            #[cfg(feature = "admin")] Object::HostDirectoryStoreInfo(_) => "HostDirectoryStoreInfo",
             #[cfg(feature = "all-events")] Object::HostDisconnectedEvent(_) => "HostDisconnectedEvent",
             Object::HostDisconnectedEventReasonCode(_) => "HostDisconnectedEventReasonCode",
             Object::HostDiskConfigurationResult(_) => "HostDiskConfigurationResult",
@@ -582,9 +582,9 @@ impl x::DataObject for Object {
             Object::HostDiskPartitionSpec(_) => "HostDiskPartitionSpec",
             Object::HostDistributedVirtualSwitchManagerFailoverReason(_) => "HostDistributedVirtualSwitchManagerFailoverReason",
             Object::HostDistributedVirtualSwitchManagerFailoverStage(_) => "HostDistributedVirtualSwitchManagerFailoverStage",
-            Object::HostDnsConfig(_) => "HostDnsConfig",
-            Object::HostDnsConfigSpec(_) => "HostDnsConfigSpec",
-            Object::HostDvxClass(_) => "HostDvxClass",
+            #[cfg(feature = "admin")] Object::HostDnsConfig(_) => "HostDnsConfig",
+            #[cfg(feature = "admin")] Object::HostDnsConfigSpec(_) => "HostDnsConfigSpec",
+            #[cfg(feature = "admin")] Object::HostDvxClass(_) => "HostDvxClass",
             #[cfg(feature = "all-events")] Object::HostEnableAdminFailedEvent(_) => "HostEnableAdminFailedEvent",
             Object::HostEnterMaintenanceResult(_) => "HostEnterMaintenanceResult",
             #[cfg(feature = "admin")] Object::HostEsxAgentHostManagerConfigInfo(_) => "HostEsxAgentHostManagerConfigInfo",
@@ -596,31 +596,31 @@ impl x::DataObject for Object {
             Object::HostFeatureMask(_) => "HostFeatureMask",
             Object::HostFeatureVersionInfo(_) => "HostFeatureVersionInfo",
             Object::HostFeatureVersionKey(_) => "HostFeatureVersionKey",
-            Object::HostFibreChannelHba(_) => "HostFibreChannelHba",
-            Object::HostFibreChannelOverEthernetHba(_) => "HostFibreChannelOverEthernetHba",
-            Object::HostFibreChannelOverEthernetHbaLinkInfo(_) => "HostFibreChannelOverEthernetHbaLinkInfo",
-            Object::HostFibreChannelOverEthernetTargetTransport(_) => "HostFibreChannelOverEthernetTargetTransport",
-            Object::HostFibreChannelTargetTransport(_) => "HostFibreChannelTargetTransport",
+            #[cfg(feature = "admin")] Object::HostFibreChannelHba(_) => "HostFibreChannelHba",
+            #[cfg(feature = "admin")] Object::HostFibreChannelOverEthernetHba(_) => "HostFibreChannelOverEthernetHba",
+            #[cfg(feature = "admin")] Object::HostFibreChannelOverEthernetHbaLinkInfo(_) => "HostFibreChannelOverEthernetHbaLinkInfo",
+            #[cfg(feature = "admin")] Object::HostFibreChannelOverEthernetTargetTransport(_) => "HostFibreChannelOverEthernetTargetTransport",
+            #[cfg(feature = "admin")] Object::HostFibreChannelTargetTransport(_) => "HostFibreChannelTargetTransport",
             Object::HostFileAccess(_) => "HostFileAccess",
-            Object::HostFileSystemMountInfo(_) => "HostFileSystemMountInfo",
+            #[cfg(feature = "admin")] Object::HostFileSystemMountInfo(_) => "HostFileSystemMountInfo",
             Object::HostFileSystemVolume(_) => "HostFileSystemVolume",
             Object::HostFileSystemVolumeFileSystemType(_) => "HostFileSystemVolumeFileSystemType",
-            Object::HostFileSystemVolumeInfo(_) => "HostFileSystemVolumeInfo",
-            Object::HostFirewallConfig(_) => "HostFirewallConfig",
-            Object::HostFirewallConfigRuleSetConfig(_) => "HostFirewallConfigRuleSetConfig",
-            Object::HostFirewallDefaultPolicy(_) => "HostFirewallDefaultPolicy",
-            Object::HostFirewallInfo(_) => "HostFirewallInfo",
-            Object::HostFirewallRule(_) => "HostFirewallRule",
-            Object::HostFirewallRuleDirection(_) => "HostFirewallRuleDirection",
-            Object::HostFirewallRulePortType(_) => "HostFirewallRulePortType",
+            #[cfg(feature = "admin")] Object::HostFileSystemVolumeInfo(_) => "HostFileSystemVolumeInfo",
+            #[cfg(feature = "admin")] Object::HostFirewallConfig(_) => "HostFirewallConfig",
+            #[cfg(feature = "admin")] Object::HostFirewallConfigRuleSetConfig(_) => "HostFirewallConfigRuleSetConfig",
+            #[cfg(feature = "admin")] Object::HostFirewallDefaultPolicy(_) => "HostFirewallDefaultPolicy",
+            #[cfg(feature = "admin")] Object::HostFirewallInfo(_) => "HostFirewallInfo",
+            #[cfg(feature = "admin")] Object::HostFirewallRule(_) => "HostFirewallRule",
+            #[cfg(feature = "admin")] Object::HostFirewallRuleDirection(_) => "HostFirewallRuleDirection",
+            #[cfg(feature = "admin")] Object::HostFirewallRulePortType(_) => "HostFirewallRulePortType",
             Object::HostFirewallRuleProtocol(_) => "HostFirewallRuleProtocol",
-            Object::HostFirewallRuleset(_) => "HostFirewallRuleset",
-            Object::HostFirewallRulesetIpList(_) => "HostFirewallRulesetIpList",
-            Object::HostFirewallRulesetIpNetwork(_) => "HostFirewallRulesetIpNetwork",
+            #[cfg(feature = "admin")] Object::HostFirewallRuleset(_) => "HostFirewallRuleset",
+            #[cfg(feature = "admin")] Object::HostFirewallRulesetIpList(_) => "HostFirewallRulesetIpList",
+            #[cfg(feature = "admin")] Object::HostFirewallRulesetIpNetwork(_) => "HostFirewallRulesetIpNetwork",
             #[cfg(feature = "admin")] Object::HostFirewallRulesetRulesetSpec(_) => "HostFirewallRulesetRulesetSpec",
             Object::HostFirewallSystemRuleSetId(_) => "HostFirewallSystemRuleSetId",
             Object::HostFirewallSystemServiceName(_) => "HostFirewallSystemServiceName",
-            Object::HostFlagInfo(_) => "HostFlagInfo",
+            #[cfg(feature = "admin")] Object::HostFlagInfo(_) => "HostFlagInfo",
             Object::HostForceMountedInfo(_) => "HostForceMountedInfo",
             Object::HostFru(_) => "HostFru",
             Object::HostFruFruType(_) => "HostFruFruType",
@@ -644,14 +644,14 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::HostDiagnosticPartition(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostDiagnosticPartition(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostDiagnosticPartitionCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDigestInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDigestInfoDigestMethodType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDigestVerificationSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDirectoryStoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostDirectoryStoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostDisconnectedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDisconnectedEventReasonCode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDiskConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -671,9 +671,9 @@ impl x::DataObject for Object {
             Object::HostDiskPartitionSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDnsConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDnsConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDvxClass(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostDnsConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostDnsConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostDvxClass(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostEnableAdminFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostEnterMaintenanceResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostEsxAgentHostManagerConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -685,31 +685,31 @@ impl x::DataObject for Object {
             Object::HostFeatureMask(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostFeatureVersionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostFeatureVersionKey(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFibreChannelHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFibreChannelOverEthernetHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFibreChannelOverEthernetTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFibreChannelTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFibreChannelHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFibreChannelOverEthernetHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFibreChannelOverEthernetTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFibreChannelTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostFileAccess(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFileSystemMountInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFileSystemMountInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostFileSystemVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostFileSystemVolumeFileSystemType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFileSystemVolumeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFirewallConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFirewallConfigRuleSetConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFirewallDefaultPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFirewallInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFirewallRule(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFirewallRuleDirection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFirewallRulePortType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFileSystemVolumeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFirewallConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFirewallConfigRuleSetConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFirewallDefaultPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFirewallInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFirewallRule(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFirewallRuleDirection(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFirewallRulePortType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostFirewallRuleProtocol(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFirewallRuleset(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFirewallRulesetIpList(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFirewallRulesetIpNetwork(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFirewallRuleset(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFirewallRulesetIpList(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFirewallRulesetIpNetwork(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostFirewallRulesetRulesetSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostFirewallSystemRuleSetId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostFirewallSystemServiceName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostFlagInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostFlagInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostForceMountedInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostFru(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostFruFruType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -719,7 +719,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectType for HostDiagnosticPartition {
+#[cfg(feature = "admin")] impl x::ObjectType for HostDiagnosticPartition {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -831,7 +831,7 @@ impl x::ObjectType for HostDigestVerificationSetting {
     }
 }
 
-impl x::ObjectType for HostDirectoryStoreInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostDirectoryStoreInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1151,7 +1151,7 @@ impl x::ObjectType for HostDistributedVirtualSwitchManagerFailoverStage {
     }
 }
 
-impl x::ObjectType for HostDnsConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostDnsConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1167,7 +1167,7 @@ impl x::ObjectType for HostDnsConfig {
     }
 }
 
-impl x::ObjectType for HostDnsConfigSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostDnsConfigSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1183,7 +1183,7 @@ impl x::ObjectType for HostDnsConfigSpec {
     }
 }
 
-impl x::ObjectType for HostDvxClass {
+#[cfg(feature = "admin")] impl x::ObjectType for HostDvxClass {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1375,7 +1375,7 @@ impl x::ObjectType for HostFeatureVersionKey {
     }
 }
 
-impl x::ObjectType for HostFibreChannelHba {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFibreChannelHba {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1391,7 +1391,7 @@ impl x::ObjectType for HostFibreChannelHba {
     }
 }
 
-impl x::ObjectType for HostFibreChannelOverEthernetHba {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFibreChannelOverEthernetHba {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1407,7 +1407,7 @@ impl x::ObjectType for HostFibreChannelOverEthernetHba {
     }
 }
 
-impl x::ObjectType for HostFibreChannelOverEthernetHbaLinkInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFibreChannelOverEthernetHbaLinkInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1423,7 +1423,7 @@ impl x::ObjectType for HostFibreChannelOverEthernetHbaLinkInfo {
     }
 }
 
-impl x::ObjectType for HostFibreChannelOverEthernetTargetTransport {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFibreChannelOverEthernetTargetTransport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1439,7 +1439,7 @@ impl x::ObjectType for HostFibreChannelOverEthernetTargetTransport {
     }
 }
 
-impl x::ObjectType for HostFibreChannelTargetTransport {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFibreChannelTargetTransport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1471,7 +1471,7 @@ impl x::ObjectType for HostFileAccess {
     }
 }
 
-impl x::ObjectType for HostFileSystemMountInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFileSystemMountInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1519,7 +1519,7 @@ impl x::ObjectType for HostFileSystemVolumeFileSystemType {
     }
 }
 
-impl x::ObjectType for HostFileSystemVolumeInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFileSystemVolumeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1535,7 +1535,7 @@ impl x::ObjectType for HostFileSystemVolumeInfo {
     }
 }
 
-impl x::ObjectType for HostFirewallConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1551,7 +1551,7 @@ impl x::ObjectType for HostFirewallConfig {
     }
 }
 
-impl x::ObjectType for HostFirewallConfigRuleSetConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallConfigRuleSetConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1567,7 +1567,7 @@ impl x::ObjectType for HostFirewallConfigRuleSetConfig {
     }
 }
 
-impl x::ObjectType for HostFirewallDefaultPolicy {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallDefaultPolicy {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1583,7 +1583,7 @@ impl x::ObjectType for HostFirewallDefaultPolicy {
     }
 }
 
-impl x::ObjectType for HostFirewallInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1599,7 +1599,7 @@ impl x::ObjectType for HostFirewallInfo {
     }
 }
 
-impl x::ObjectType for HostFirewallRule {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallRule {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1615,7 +1615,7 @@ impl x::ObjectType for HostFirewallRule {
     }
 }
 
-impl x::ObjectType for HostFirewallRuleDirection {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallRuleDirection {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1631,7 +1631,7 @@ impl x::ObjectType for HostFirewallRuleDirection {
     }
 }
 
-impl x::ObjectType for HostFirewallRulePortType {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallRulePortType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1663,7 +1663,7 @@ impl x::ObjectType for HostFirewallRuleProtocol {
     }
 }
 
-impl x::ObjectType for HostFirewallRuleset {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallRuleset {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1679,7 +1679,7 @@ impl x::ObjectType for HostFirewallRuleset {
     }
 }
 
-impl x::ObjectType for HostFirewallRulesetIpList {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallRulesetIpList {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1695,7 +1695,7 @@ impl x::ObjectType for HostFirewallRulesetIpList {
     }
 }
 
-impl x::ObjectType for HostFirewallRulesetIpNetwork {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFirewallRulesetIpNetwork {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1759,7 +1759,7 @@ impl x::ObjectType for HostFirewallSystemServiceName {
     }
 }
 
-impl x::ObjectType for HostFlagInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostFlagInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -378,24 +378,24 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 #[doc(hidden)]
 pub enum Object {
     #[cfg(feature = "all-events")] HostGetShortNameFailedEvent(Box<HostGetShortNameFailedEvent>),
-    HostGraphicsConfig(Box<HostGraphicsConfig>),
-    HostGraphicsConfigDeviceType(Box<HostGraphicsConfigDeviceType>),
+    #[cfg(feature = "admin")] HostGraphicsConfig(Box<HostGraphicsConfig>),
+    #[cfg(feature = "admin")] HostGraphicsConfigDeviceType(Box<HostGraphicsConfigDeviceType>),
     HostGraphicsConfigGraphicsType(Box<HostGraphicsConfigGraphicsType>),
     HostGraphicsConfigSharedPassthruAssignmentPolicy(Box<HostGraphicsConfigSharedPassthruAssignmentPolicy>),
     HostGraphicsConfigVgpuMode(Box<HostGraphicsConfigVgpuMode>),
-    HostGraphicsInfo(Box<HostGraphicsInfo>),
+    #[cfg(feature = "admin")] HostGraphicsInfo(Box<HostGraphicsInfo>),
     HostGraphicsInfoGraphicsType(Box<HostGraphicsInfoGraphicsType>),
     HostGraphicsInfoVgpuMode(Box<HostGraphicsInfoVgpuMode>),
     HostHardwareElementInfo(Box<HostHardwareElementInfo>),
     HostHardwareElementStatus(Box<HostHardwareElementStatus>),
-    HostHardwareInfo(Box<HostHardwareInfo>),
+    #[cfg(feature = "admin")] HostHardwareInfo(Box<HostHardwareInfo>),
     HostHardwareStatusInfo(Box<HostHardwareStatusInfo>),
     HostHardwareSummary(Box<HostHardwareSummary>),
     #[cfg(feature = "all-faults")] HostHasComponentFailure(Box<HostHasComponentFailure>),
     HostHasComponentFailureHostComponentType(Box<HostHasComponentFailureHostComponentType>),
     #[cfg(feature = "admin")] HostHbaCreateSpec(Box<HostHbaCreateSpec>),
-    HostHostBusAdapter(Box<HostHostBusAdapter>),
-    HostHyperThreadScheduleInfo(Box<HostHyperThreadScheduleInfo>),
+    #[cfg(feature = "admin")] HostHostBusAdapter(Box<HostHostBusAdapter>),
+    #[cfg(feature = "admin")] HostHyperThreadScheduleInfo(Box<HostHyperThreadScheduleInfo>),
     HostImageAcceptanceLevel(Box<HostImageAcceptanceLevel>),
     #[cfg(feature = "admin")] HostImageProfileSummary(Box<HostImageProfileSummary>),
     #[cfg(feature = "all-events")] HostInAuditModeEvent(Box<HostInAuditModeEvent>),
@@ -404,32 +404,32 @@ pub enum Object {
     HostIncompatibleForFaultToleranceReason(Box<HostIncompatibleForFaultToleranceReason>),
     #[cfg(feature = "all-faults")] HostIncompatibleForRecordReplay(Box<HostIncompatibleForRecordReplay>),
     HostIncompatibleForRecordReplayReason(Box<HostIncompatibleForRecordReplayReason>),
-    HostInternetScsiHba(Box<HostInternetScsiHba>),
-    HostInternetScsiHbaAuthenticationCapabilities(Box<HostInternetScsiHbaAuthenticationCapabilities>),
-    HostInternetScsiHbaAuthenticationProperties(Box<HostInternetScsiHbaAuthenticationProperties>),
+    #[cfg(feature = "admin")] HostInternetScsiHba(Box<HostInternetScsiHba>),
+    #[cfg(feature = "admin")] HostInternetScsiHbaAuthenticationCapabilities(Box<HostInternetScsiHbaAuthenticationCapabilities>),
+    #[cfg(feature = "admin")] HostInternetScsiHbaAuthenticationProperties(Box<HostInternetScsiHbaAuthenticationProperties>),
     HostInternetScsiHbaChapAuthenticationType(Box<HostInternetScsiHbaChapAuthenticationType>),
-    HostInternetScsiHbaDigestCapabilities(Box<HostInternetScsiHbaDigestCapabilities>),
-    HostInternetScsiHbaDigestProperties(Box<HostInternetScsiHbaDigestProperties>),
+    #[cfg(feature = "admin")] HostInternetScsiHbaDigestCapabilities(Box<HostInternetScsiHbaDigestCapabilities>),
+    #[cfg(feature = "admin")] HostInternetScsiHbaDigestProperties(Box<HostInternetScsiHbaDigestProperties>),
     HostInternetScsiHbaDigestType(Box<HostInternetScsiHbaDigestType>),
-    HostInternetScsiHbaDiscoveryCapabilities(Box<HostInternetScsiHbaDiscoveryCapabilities>),
-    HostInternetScsiHbaDiscoveryProperties(Box<HostInternetScsiHbaDiscoveryProperties>),
-    HostInternetScsiHbaIPCapabilities(Box<HostInternetScsiHbaIPCapabilities>),
-    HostInternetScsiHbaIPProperties(Box<HostInternetScsiHbaIPProperties>),
-    HostInternetScsiHbaIPv6Properties(Box<HostInternetScsiHbaIPv6Properties>),
-    HostInternetScsiHbaIscsiIpv6Address(Box<HostInternetScsiHbaIscsiIpv6Address>),
+    #[cfg(feature = "admin")] HostInternetScsiHbaDiscoveryCapabilities(Box<HostInternetScsiHbaDiscoveryCapabilities>),
+    #[cfg(feature = "admin")] HostInternetScsiHbaDiscoveryProperties(Box<HostInternetScsiHbaDiscoveryProperties>),
+    #[cfg(feature = "admin")] HostInternetScsiHbaIPCapabilities(Box<HostInternetScsiHbaIPCapabilities>),
+    #[cfg(feature = "admin")] HostInternetScsiHbaIPProperties(Box<HostInternetScsiHbaIPProperties>),
+    #[cfg(feature = "admin")] HostInternetScsiHbaIPv6Properties(Box<HostInternetScsiHbaIPv6Properties>),
+    #[cfg(feature = "admin")] HostInternetScsiHbaIscsiIpv6Address(Box<HostInternetScsiHbaIscsiIpv6Address>),
     HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(Box<HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType>),
     HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(Box<HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation>),
-    HostInternetScsiHbaNetworkBindingSupportType(Box<HostInternetScsiHbaNetworkBindingSupportType>),
+    #[cfg(feature = "admin")] HostInternetScsiHbaNetworkBindingSupportType(Box<HostInternetScsiHbaNetworkBindingSupportType>),
     HostInternetScsiHbaParamValue(Box<HostInternetScsiHbaParamValue>),
-    HostInternetScsiHbaSendTarget(Box<HostInternetScsiHbaSendTarget>),
-    HostInternetScsiHbaStaticTarget(Box<HostInternetScsiHbaStaticTarget>),
+    #[cfg(feature = "admin")] HostInternetScsiHbaSendTarget(Box<HostInternetScsiHbaSendTarget>),
+    #[cfg(feature = "admin")] HostInternetScsiHbaStaticTarget(Box<HostInternetScsiHbaStaticTarget>),
     HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(Box<HostInternetScsiHbaStaticTargetTargetDiscoveryMethod>),
     #[cfg(feature = "admin")] HostInternetScsiHbaTargetSet(Box<HostInternetScsiHbaTargetSet>),
-    HostInternetScsiTargetTransport(Box<HostInternetScsiTargetTransport>),
+    #[cfg(feature = "admin")] HostInternetScsiTargetTransport(Box<HostInternetScsiTargetTransport>),
     #[cfg(feature = "all-faults")] HostInventoryFull(Box<HostInventoryFull>),
     #[cfg(feature = "all-events")] HostInventoryFullEvent(Box<HostInventoryFullEvent>),
     #[cfg(feature = "all-events")] HostInventoryUnreadableEvent(Box<HostInventoryUnreadableEvent>),
-    HostIoFilterInfo(Box<HostIoFilterInfo>),
+    #[cfg(feature = "admin")] HostIoFilterInfo(Box<HostIoFilterInfo>),
     #[cfg(feature = "all-events")] HostIpChangedEvent(Box<HostIpChangedEvent>),
     HostIpConfig(Box<HostIpConfig>),
     HostIpConfigIpV6Address(Box<HostIpConfigIpV6Address>),
@@ -437,9 +437,9 @@ pub enum Object {
     HostIpConfigIpV6AddressConfiguration(Box<HostIpConfigIpV6AddressConfiguration>),
     HostIpConfigIpV6AddressStatus(Box<HostIpConfigIpV6AddressStatus>),
     #[cfg(feature = "all-events")] HostIpInconsistentEvent(Box<HostIpInconsistentEvent>),
-    HostIpRouteConfig(Box<HostIpRouteConfig>),
-    HostIpRouteConfigSpec(Box<HostIpRouteConfigSpec>),
-    HostIpRouteEntry(Box<HostIpRouteEntry>),
+    #[cfg(feature = "admin")] HostIpRouteConfig(Box<HostIpRouteConfig>),
+    #[cfg(feature = "admin")] HostIpRouteConfigSpec(Box<HostIpRouteConfigSpec>),
+    #[cfg(feature = "admin")] HostIpRouteEntry(Box<HostIpRouteEntry>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -455,24 +455,24 @@ fn decode(
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
         #[cfg(feature = "all-events")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGetShortNameFailedEvent(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsConfig(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsConfigDeviceType(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsConfigDeviceType(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsConfigGraphicsType(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsConfigVgpuMode(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsInfo(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsInfoGraphicsType(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostGraphicsInfoVgpuMode(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHardwareElementInfo(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHardwareElementStatus(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHardwareInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHardwareInfo(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHardwareStatusInfo(v), Err(e) => return Some(Err(e)) },
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHardwareSummary(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHasComponentFailure(v), Err(e) => return Some(Err(e)) },
         16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHasComponentFailureHostComponentType(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHbaCreateSpec(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHostBusAdapter(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHyperThreadScheduleInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHostBusAdapter(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostHyperThreadScheduleInfo(v), Err(e) => return Some(Err(e)) },
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostImageAcceptanceLevel(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostImageProfileSummary(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInAuditModeEvent(v), Err(e) => return Some(Err(e)) },
@@ -481,32 +481,32 @@ fn decode(
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIncompatibleForFaultToleranceReason(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIncompatibleForRecordReplay(v), Err(e) => return Some(Err(e)) },
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIncompatibleForRecordReplayReason(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHba(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaAuthenticationCapabilities(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaAuthenticationProperties(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHba(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaAuthenticationCapabilities(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaAuthenticationProperties(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaChapAuthenticationType(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaDigestCapabilities(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaDigestProperties(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaDigestCapabilities(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaDigestProperties(v), Err(e) => return Some(Err(e)) },
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaDigestType(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaDiscoveryCapabilities(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaDiscoveryProperties(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaIPCapabilities(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaIPProperties(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaIPv6Properties(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaIscsiIpv6Address(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaDiscoveryCapabilities(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaDiscoveryProperties(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaIPCapabilities(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaIPProperties(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaIPv6Properties(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaIscsiIpv6Address(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v), Err(e) => return Some(Err(e)) },
-        46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaNetworkBindingSupportType(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaNetworkBindingSupportType(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaParamValue(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaSendTarget(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaStaticTarget(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaSendTarget(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaStaticTarget(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiHbaTargetSet(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiTargetTransport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInternetScsiTargetTransport(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInventoryFull(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInventoryFullEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostInventoryUnreadableEvent(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIoFilterInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIoFilterInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpChangedEvent(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpConfig(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpConfigIpV6Address(v), Err(e) => return Some(Err(e)) },
@@ -514,9 +514,9 @@ fn decode(
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpConfigIpV6AddressConfiguration(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpConfigIpV6AddressStatus(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpInconsistentEvent(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteConfig(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteConfigSpec(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteEntry(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteConfigSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteEntry(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -526,24 +526,24 @@ impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             #[cfg(feature = "all-events")] Object::HostGetShortNameFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostGraphicsConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostGraphicsConfigDeviceType(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostGraphicsConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostGraphicsConfigDeviceType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostGraphicsConfigGraphicsType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostGraphicsConfigVgpuMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostGraphicsInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostGraphicsInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostGraphicsInfoGraphicsType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostGraphicsInfoVgpuMode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostHardwareElementInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostHardwareElementStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostHardwareInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostHardwareInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostHardwareStatusInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostHardwareSummary(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::HostHasComponentFailure(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostHasComponentFailureHostComponentType(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostHbaCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostHostBusAdapter(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostHyperThreadScheduleInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostHostBusAdapter(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostHyperThreadScheduleInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostImageAcceptanceLevel(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostImageProfileSummary(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostInAuditModeEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -552,32 +552,32 @@ impl std::fmt::Debug for Object {
             Object::HostIncompatibleForFaultToleranceReason(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::HostIncompatibleForRecordReplay(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostIncompatibleForRecordReplayReason(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHba(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaAuthenticationCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaAuthenticationProperties(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHba(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaAuthenticationCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaAuthenticationProperties(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostInternetScsiHbaChapAuthenticationType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaDigestCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaDigestProperties(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDigestCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDigestProperties(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostInternetScsiHbaDigestType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaDiscoveryCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaDiscoveryProperties(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaIPCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaIPProperties(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaIPv6Properties(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaIscsiIpv6Address(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDiscoveryCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDiscoveryProperties(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIPCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIPProperties(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIPv6Properties(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIscsiIpv6Address(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaNetworkBindingSupportType(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaNetworkBindingSupportType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostInternetScsiHbaParamValue(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaSendTarget(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiHbaStaticTarget(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaSendTarget(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaStaticTarget(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostInternetScsiHbaTargetSet(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostInternetScsiTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostInternetScsiTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::HostInventoryFull(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostInventoryFullEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostInventoryUnreadableEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIoFilterInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostIoFilterInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostIpChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostIpConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostIpConfigIpV6Address(v) => std::fmt::Debug::fmt(&**v, f),
@@ -585,9 +585,9 @@ impl std::fmt::Debug for Object {
             Object::HostIpConfigIpV6AddressConfiguration(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostIpConfigIpV6AddressStatus(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostIpInconsistentEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIpRouteConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIpRouteConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIpRouteEntry(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostIpRouteConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostIpRouteConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostIpRouteEntry(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -602,24 +602,24 @@ impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
             #[cfg(feature = "all-events")] Object::HostGetShortNameFailedEvent(_) => "HostGetShortNameFailedEvent",
-            Object::HostGraphicsConfig(_) => "HostGraphicsConfig",
-            Object::HostGraphicsConfigDeviceType(_) => "HostGraphicsConfigDeviceType",
+            #[cfg(feature = "admin")] Object::HostGraphicsConfig(_) => "HostGraphicsConfig",
+            #[cfg(feature = "admin")] Object::HostGraphicsConfigDeviceType(_) => "HostGraphicsConfigDeviceType",
             Object::HostGraphicsConfigGraphicsType(_) => "HostGraphicsConfigGraphicsType",
             Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(_) => "HostGraphicsConfigSharedPassthruAssignmentPolicy",
             Object::HostGraphicsConfigVgpuMode(_) => "HostGraphicsConfigVgpuMode",
-            Object::HostGraphicsInfo(_) => "HostGraphicsInfo",
+            #[cfg(feature = "admin")] Object::HostGraphicsInfo(_) => "HostGraphicsInfo",
             Object::HostGraphicsInfoGraphicsType(_) => "HostGraphicsInfoGraphicsType",
             Object::HostGraphicsInfoVgpuMode(_) => "HostGraphicsInfoVgpuMode",
             Object::HostHardwareElementInfo(_) => "HostHardwareElementInfo",
             Object::HostHardwareElementStatus(_) => "HostHardwareElementStatus",
-            Object::HostHardwareInfo(_) => "HostHardwareInfo",
+            #[cfg(feature = "admin")] Object::HostHardwareInfo(_) => "HostHardwareInfo",
             Object::HostHardwareStatusInfo(_) => "HostHardwareStatusInfo",
             Object::HostHardwareSummary(_) => "HostHardwareSummary",
             #[cfg(feature = "all-faults")] Object::HostHasComponentFailure(_) => "HostHasComponentFailure",
             Object::HostHasComponentFailureHostComponentType(_) => "HostHasComponentFailureHostComponentType",
             #[cfg(feature = "admin")] Object::HostHbaCreateSpec(_) => "HostHbaCreateSpec",
-            Object::HostHostBusAdapter(_) => "HostHostBusAdapter",
-            Object::HostHyperThreadScheduleInfo(_) => "HostHyperThreadScheduleInfo",
+            #[cfg(feature = "admin")] Object::HostHostBusAdapter(_) => "HostHostBusAdapter",
+            #[cfg(feature = "admin")] Object::HostHyperThreadScheduleInfo(_) => "HostHyperThreadScheduleInfo",
             Object::HostImageAcceptanceLevel(_) => "HostImageAcceptanceLevel",
             #[cfg(feature = "admin")] Object::HostImageProfileSummary(_) => "HostImageProfileSummary",
             #[cfg(feature = "all-events")] Object::HostInAuditModeEvent(_) => "HostInAuditModeEvent",
@@ -628,32 +628,32 @@ impl x::DataObject for Object {
             Object::HostIncompatibleForFaultToleranceReason(_) => "HostIncompatibleForFaultToleranceReason",
             #[cfg(feature = "all-faults")] Object::HostIncompatibleForRecordReplay(_) => "HostIncompatibleForRecordReplay",
             Object::HostIncompatibleForRecordReplayReason(_) => "HostIncompatibleForRecordReplayReason",
-            Object::HostInternetScsiHba(_) => "HostInternetScsiHba",
-            Object::HostInternetScsiHbaAuthenticationCapabilities(_) => "HostInternetScsiHbaAuthenticationCapabilities",
-            Object::HostInternetScsiHbaAuthenticationProperties(_) => "HostInternetScsiHbaAuthenticationProperties",
+            #[cfg(feature = "admin")] Object::HostInternetScsiHba(_) => "HostInternetScsiHba",
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaAuthenticationCapabilities(_) => "HostInternetScsiHbaAuthenticationCapabilities",
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaAuthenticationProperties(_) => "HostInternetScsiHbaAuthenticationProperties",
             Object::HostInternetScsiHbaChapAuthenticationType(_) => "HostInternetScsiHbaChapAuthenticationType",
-            Object::HostInternetScsiHbaDigestCapabilities(_) => "HostInternetScsiHbaDigestCapabilities",
-            Object::HostInternetScsiHbaDigestProperties(_) => "HostInternetScsiHbaDigestProperties",
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDigestCapabilities(_) => "HostInternetScsiHbaDigestCapabilities",
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDigestProperties(_) => "HostInternetScsiHbaDigestProperties",
             Object::HostInternetScsiHbaDigestType(_) => "HostInternetScsiHbaDigestType",
-            Object::HostInternetScsiHbaDiscoveryCapabilities(_) => "HostInternetScsiHbaDiscoveryCapabilities",
-            Object::HostInternetScsiHbaDiscoveryProperties(_) => "HostInternetScsiHbaDiscoveryProperties",
-            Object::HostInternetScsiHbaIPCapabilities(_) => "HostInternetScsiHbaIPCapabilities",
-            Object::HostInternetScsiHbaIPProperties(_) => "HostInternetScsiHbaIPProperties",
-            Object::HostInternetScsiHbaIPv6Properties(_) => "HostInternetScsiHbaIPv6Properties",
-            Object::HostInternetScsiHbaIscsiIpv6Address(_) => "HostInternetScsiHbaIscsiIpv6Address",
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDiscoveryCapabilities(_) => "HostInternetScsiHbaDiscoveryCapabilities",
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDiscoveryProperties(_) => "HostInternetScsiHbaDiscoveryProperties",
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIPCapabilities(_) => "HostInternetScsiHbaIPCapabilities",
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIPProperties(_) => "HostInternetScsiHbaIPProperties",
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIPv6Properties(_) => "HostInternetScsiHbaIPv6Properties",
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIscsiIpv6Address(_) => "HostInternetScsiHbaIscsiIpv6Address",
             Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(_) => "HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType",
             Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(_) => "HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation",
-            Object::HostInternetScsiHbaNetworkBindingSupportType(_) => "HostInternetScsiHbaNetworkBindingSupportType",
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaNetworkBindingSupportType(_) => "HostInternetScsiHbaNetworkBindingSupportType",
             Object::HostInternetScsiHbaParamValue(_) => "HostInternetScsiHbaParamValue",
-            Object::HostInternetScsiHbaSendTarget(_) => "HostInternetScsiHbaSendTarget",
-            Object::HostInternetScsiHbaStaticTarget(_) => "HostInternetScsiHbaStaticTarget",
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaSendTarget(_) => "HostInternetScsiHbaSendTarget",
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaStaticTarget(_) => "HostInternetScsiHbaStaticTarget",
             Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(_) => "HostInternetScsiHbaStaticTargetTargetDiscoveryMethod",
             #[cfg(feature = "admin")] Object::HostInternetScsiHbaTargetSet(_) => "HostInternetScsiHbaTargetSet",
-            Object::HostInternetScsiTargetTransport(_) => "HostInternetScsiTargetTransport",
+            #[cfg(feature = "admin")] Object::HostInternetScsiTargetTransport(_) => "HostInternetScsiTargetTransport",
             #[cfg(feature = "all-faults")] Object::HostInventoryFull(_) => "HostInventoryFull",
             #[cfg(feature = "all-events")] Object::HostInventoryFullEvent(_) => "HostInventoryFullEvent",
             #[cfg(feature = "all-events")] Object::HostInventoryUnreadableEvent(_) => "HostInventoryUnreadableEvent",
-            Object::HostIoFilterInfo(_) => "HostIoFilterInfo",
+            #[cfg(feature = "admin")] Object::HostIoFilterInfo(_) => "HostIoFilterInfo",
             #[cfg(feature = "all-events")] Object::HostIpChangedEvent(_) => "HostIpChangedEvent",
             Object::HostIpConfig(_) => "HostIpConfig",
             Object::HostIpConfigIpV6Address(_) => "HostIpConfigIpV6Address",
@@ -661,9 +661,9 @@ impl x::DataObject for Object {
             Object::HostIpConfigIpV6AddressConfiguration(_) => "HostIpConfigIpV6AddressConfiguration",
             Object::HostIpConfigIpV6AddressStatus(_) => "HostIpConfigIpV6AddressStatus",
             #[cfg(feature = "all-events")] Object::HostIpInconsistentEvent(_) => "HostIpInconsistentEvent",
-            Object::HostIpRouteConfig(_) => "HostIpRouteConfig",
-            Object::HostIpRouteConfigSpec(_) => "HostIpRouteConfigSpec",
-            Object::HostIpRouteEntry(_) => "HostIpRouteEntry",
+            #[cfg(feature = "admin")] Object::HostIpRouteConfig(_) => "HostIpRouteConfig",
+            #[cfg(feature = "admin")] Object::HostIpRouteConfigSpec(_) => "HostIpRouteConfigSpec",
+            #[cfg(feature = "admin")] Object::HostIpRouteEntry(_) => "HostIpRouteEntry",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -684,24 +684,24 @@ impl x::DataObject for Object {
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
             #[cfg(feature = "all-events")] Object::HostGetShortNameFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostGraphicsConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostGraphicsConfigDeviceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostGraphicsConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostGraphicsConfigDeviceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostGraphicsConfigGraphicsType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostGraphicsConfigVgpuMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostGraphicsInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostGraphicsInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostGraphicsInfoGraphicsType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostGraphicsInfoVgpuMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostHardwareElementInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostHardwareElementStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostHardwareInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostHardwareInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostHardwareStatusInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostHardwareSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::HostHasComponentFailure(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostHasComponentFailureHostComponentType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostHbaCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostHostBusAdapter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostHyperThreadScheduleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostHostBusAdapter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostHyperThreadScheduleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostImageAcceptanceLevel(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostImageProfileSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostInAuditModeEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -710,32 +710,32 @@ impl x::DataObject for Object {
             Object::HostIncompatibleForFaultToleranceReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::HostIncompatibleForRecordReplay(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostIncompatibleForRecordReplayReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaAuthenticationCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaAuthenticationProperties(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaAuthenticationCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaAuthenticationProperties(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostInternetScsiHbaChapAuthenticationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaDigestCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaDigestProperties(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDigestCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDigestProperties(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostInternetScsiHbaDigestType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaDiscoveryCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaDiscoveryProperties(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaIPCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaIPProperties(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaIPv6Properties(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaIscsiIpv6Address(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDiscoveryCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaDiscoveryProperties(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIPCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIPProperties(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIPv6Properties(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaIscsiIpv6Address(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaNetworkBindingSupportType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaNetworkBindingSupportType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostInternetScsiHbaParamValue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaSendTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiHbaStaticTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaSendTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostInternetScsiHbaStaticTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostInternetScsiHbaTargetSet(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostInternetScsiTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostInternetScsiTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::HostInventoryFull(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostInventoryFullEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostInventoryUnreadableEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIoFilterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostIoFilterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostIpChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostIpConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostIpConfigIpV6Address(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -743,9 +743,9 @@ impl x::DataObject for Object {
             Object::HostIpConfigIpV6AddressConfiguration(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostIpConfigIpV6AddressStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostIpInconsistentEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIpRouteConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIpRouteConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIpRouteEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostIpRouteConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostIpRouteConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostIpRouteEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
@@ -767,7 +767,7 @@ impl x::DataObject for Object {
     }
 }
 
-impl x::ObjectType for HostGraphicsConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostGraphicsConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -783,7 +783,7 @@ impl x::ObjectType for HostGraphicsConfig {
     }
 }
 
-impl x::ObjectType for HostGraphicsConfigDeviceType {
+#[cfg(feature = "admin")] impl x::ObjectType for HostGraphicsConfigDeviceType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -847,7 +847,7 @@ impl x::ObjectType for HostGraphicsConfigVgpuMode {
     }
 }
 
-impl x::ObjectType for HostGraphicsInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostGraphicsInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -927,7 +927,7 @@ impl x::ObjectType for HostHardwareElementStatus {
     }
 }
 
-impl x::ObjectType for HostHardwareInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostHardwareInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1023,7 +1023,7 @@ impl x::ObjectType for HostHasComponentFailureHostComponentType {
     }
 }
 
-impl x::ObjectType for HostHostBusAdapter {
+#[cfg(feature = "admin")] impl x::ObjectType for HostHostBusAdapter {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1039,7 +1039,7 @@ impl x::ObjectType for HostHostBusAdapter {
     }
 }
 
-impl x::ObjectType for HostHyperThreadScheduleInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostHyperThreadScheduleInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1183,7 +1183,7 @@ impl x::ObjectType for HostIncompatibleForRecordReplayReason {
     }
 }
 
-impl x::ObjectType for HostInternetScsiHba {
+#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHba {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1199,7 +1199,7 @@ impl x::ObjectType for HostInternetScsiHba {
     }
 }
 
-impl x::ObjectType for HostInternetScsiHbaAuthenticationCapabilities {
+#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaAuthenticationCapabilities {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1215,7 +1215,7 @@ impl x::ObjectType for HostInternetScsiHbaAuthenticationCapabilities {
     }
 }
 
-impl x::ObjectType for HostInternetScsiHbaAuthenticationProperties {
+#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaAuthenticationProperties {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1247,7 +1247,7 @@ impl x::ObjectType for HostInternetScsiHbaChapAuthenticationType {
     }
 }
 
-impl x::ObjectType for HostInternetScsiHbaDigestCapabilities {
+#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaDigestCapabilities {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1263,7 +1263,7 @@ impl x::ObjectType for HostInternetScsiHbaDigestCapabilities {
     }
 }
 
-impl x::ObjectType for HostInternetScsiHbaDigestProperties {
+#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaDigestProperties {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1295,7 +1295,7 @@ impl x::ObjectType for HostInternetScsiHbaDigestType {
     }
 }
 
-impl x::ObjectType for HostInternetScsiHbaDiscoveryCapabilities {
+#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaDiscoveryCapabilities {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1311,7 +1311,7 @@ impl x::ObjectType for HostInternetScsiHbaDiscoveryCapabilities {
     }
 }
 
-impl x::ObjectType for HostInternetScsiHbaDiscoveryProperties {
+#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaDiscoveryProperties {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1327,7 +1327,7 @@ impl x::ObjectType for HostInternetScsiHbaDiscoveryProperties {
     }
 }
 
-impl x::ObjectType for HostInternetScsiHbaIPCapabilities {
+#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaIPCapabilities {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1343,7 +1343,7 @@ impl x::ObjectType for HostInternetScsiHbaIPCapabilities {
     }
 }
 
-impl x::ObjectType for HostInternetScsiHbaIPProperties {
+#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaIPProperties {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1359,7 +1359,7 @@ impl x::ObjectType for HostInternetScsiHbaIPProperties {
     }
 }
 
-impl x::ObjectType for HostInternetScsiHbaIPv6Properties {
+#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaIPv6Properties {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1375,7 +1375,7 @@ impl x::ObjectType for HostInternetScsiHbaIPv6Properties {
     }
 }
 
-impl x::ObjectType for HostInternetScsiHbaIscsiIpv6Address {
+#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaIscsiIpv6Address {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1423,7 +1423,7 @@ impl x::ObjectType for HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation {
     }
 }
 
-impl x::ObjectType for HostInternetScsiHbaNetworkBindingSupportType {
+#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaNetworkBindingSupportType {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1455,7 +1455,7 @@ impl x::ObjectType for HostInternetScsiHbaParamValue {
     }
 }
 
-impl x::ObjectType for HostInternetScsiHbaSendTarget {
+#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaSendTarget {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1471,7 +1471,7 @@ impl x::ObjectType for HostInternetScsiHbaSendTarget {
     }
 }
 
-impl x::ObjectType for HostInternetScsiHbaStaticTarget {
+#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiHbaStaticTarget {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1519,7 +1519,7 @@ impl x::ObjectType for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
     }
 }
 
-impl x::ObjectType for HostInternetScsiTargetTransport {
+#[cfg(feature = "admin")] impl x::ObjectType for HostInternetScsiTargetTransport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1583,7 +1583,7 @@ impl x::ObjectType for HostInternetScsiTargetTransport {
     }
 }
 
-impl x::ObjectType for HostIoFilterInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostIoFilterInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1711,7 +1711,7 @@ impl x::ObjectType for HostIpConfigIpV6AddressStatus {
     }
 }
 
-impl x::ObjectType for HostIpRouteConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostIpRouteConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1727,7 +1727,7 @@ impl x::ObjectType for HostIpRouteConfig {
     }
 }
 
-impl x::ObjectType for HostIpRouteConfigSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostIpRouteConfigSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1743,7 +1743,7 @@ impl x::ObjectType for HostIpRouteConfigSpec {
     }
 }
 
-impl x::ObjectType for HostIpRouteEntry {
+#[cfg(feature = "admin")] impl x::ObjectType for HostIpRouteEntry {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

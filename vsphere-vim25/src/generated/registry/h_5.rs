@@ -332,22 +332,22 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    HostIpRouteOp(Box<HostIpRouteOp>),
-    HostIpRouteTableConfig(Box<HostIpRouteTableConfig>),
-    HostIpRouteTableInfo(Box<HostIpRouteTableInfo>),
+    #[cfg(feature = "admin")] HostIpRouteOp(Box<HostIpRouteOp>),
+    #[cfg(feature = "admin")] HostIpRouteTableConfig(Box<HostIpRouteTableConfig>),
+    #[cfg(feature = "admin")] HostIpRouteTableInfo(Box<HostIpRouteTableInfo>),
     #[cfg(feature = "all-events")] HostIpToShortNameFailedEvent(Box<HostIpToShortNameFailedEvent>),
-    HostIpmiInfo(Box<HostIpmiInfo>),
+    #[cfg(feature = "admin")] HostIpmiInfo(Box<HostIpmiInfo>),
     #[cfg(feature = "all-events")] HostIsolationIpPingFailedEvent(Box<HostIsolationIpPingFailedEvent>),
     HostLicensableResourceInfo(Box<HostLicensableResourceInfo>),
     HostLicensableResourceKey(Box<HostLicensableResourceKey>),
     HostLicenseConnectInfo(Box<HostLicenseConnectInfo>),
     #[cfg(feature = "all-events")] HostLicenseExpiredEvent(Box<HostLicenseExpiredEvent>),
-    HostLicenseSpec(Box<HostLicenseSpec>),
+    #[cfg(feature = "admin")] HostLicenseSpec(Box<HostLicenseSpec>),
     HostListSummary(Box<HostListSummary>),
     HostListSummaryGatewaySummary(Box<HostListSummaryGatewaySummary>),
     HostListSummaryQuickStats(Box<HostListSummaryQuickStats>),
-    HostLocalAuthenticationInfo(Box<HostLocalAuthenticationInfo>),
-    HostLocalFileSystemVolume(Box<HostLocalFileSystemVolume>),
+    #[cfg(feature = "admin")] HostLocalAuthenticationInfo(Box<HostLocalAuthenticationInfo>),
+    #[cfg(feature = "admin")] HostLocalFileSystemVolume(Box<HostLocalFileSystemVolume>),
     HostLocalFileSystemVolumeSpec(Box<HostLocalFileSystemVolumeSpec>),
     #[cfg(feature = "all-events")] HostLocalPortCreatedEvent(Box<HostLocalPortCreatedEvent>),
     HostLockdownMode(Box<HostLockdownMode>),
@@ -365,12 +365,12 @@ pub enum Object {
     HostMaintenanceSpecEvacuationMode(Box<HostMaintenanceSpecEvacuationMode>),
     HostMaintenanceSpecPurpose(Box<HostMaintenanceSpecPurpose>),
     HostMemberHealthCheckResult(Box<HostMemberHealthCheckResult>),
-    HostMemberRuntimeInfo(Box<HostMemberRuntimeInfo>),
+    #[cfg(feature = "admin")] HostMemberRuntimeInfo(Box<HostMemberRuntimeInfo>),
     HostMemberUplinkHealthCheckResult(Box<HostMemberUplinkHealthCheckResult>),
     HostMemoryProfile(Box<HostMemoryProfile>),
-    HostMemorySpec(Box<HostMemorySpec>),
+    #[cfg(feature = "admin")] HostMemorySpec(Box<HostMemorySpec>),
     HostMemoryTierFlags(Box<HostMemoryTierFlags>),
-    HostMemoryTierInfo(Box<HostMemoryTierInfo>),
+    #[cfg(feature = "admin")] HostMemoryTierInfo(Box<HostMemoryTierInfo>),
     HostMemoryTierType(Box<HostMemoryTierType>),
     HostMemoryTieringType(Box<HostMemoryTieringType>),
     #[cfg(feature = "all-events")] HostMissingNetworksEvent(Box<HostMissingNetworksEvent>),
@@ -379,27 +379,27 @@ pub enum Object {
     HostMountInfoInaccessibleReason(Box<HostMountInfoInaccessibleReason>),
     HostMountInfoMountFailedReason(Box<HostMountInfoMountFailedReason>),
     HostMountMode(Box<HostMountMode>),
-    HostMultipathInfo(Box<HostMultipathInfo>),
-    HostMultipathInfoFixedLogicalUnitPolicy(Box<HostMultipathInfoFixedLogicalUnitPolicy>),
-    HostMultipathInfoHppLogicalUnitPolicy(Box<HostMultipathInfoHppLogicalUnitPolicy>),
-    HostMultipathInfoLogicalUnit(Box<HostMultipathInfoLogicalUnit>),
-    HostMultipathInfoLogicalUnitPolicy(Box<HostMultipathInfoLogicalUnitPolicy>),
-    HostMultipathInfoLogicalUnitStorageArrayTypePolicy(Box<HostMultipathInfoLogicalUnitStorageArrayTypePolicy>),
-    HostMultipathInfoPath(Box<HostMultipathInfoPath>),
-    HostMultipathStateInfo(Box<HostMultipathStateInfo>),
-    HostMultipathStateInfoPath(Box<HostMultipathStateInfoPath>),
+    #[cfg(feature = "admin")] HostMultipathInfo(Box<HostMultipathInfo>),
+    #[cfg(feature = "admin")] HostMultipathInfoFixedLogicalUnitPolicy(Box<HostMultipathInfoFixedLogicalUnitPolicy>),
+    #[cfg(feature = "admin")] HostMultipathInfoHppLogicalUnitPolicy(Box<HostMultipathInfoHppLogicalUnitPolicy>),
+    #[cfg(feature = "admin")] HostMultipathInfoLogicalUnit(Box<HostMultipathInfoLogicalUnit>),
+    #[cfg(feature = "admin")] HostMultipathInfoLogicalUnitPolicy(Box<HostMultipathInfoLogicalUnitPolicy>),
+    #[cfg(feature = "admin")] HostMultipathInfoLogicalUnitStorageArrayTypePolicy(Box<HostMultipathInfoLogicalUnitStorageArrayTypePolicy>),
+    #[cfg(feature = "admin")] HostMultipathInfoPath(Box<HostMultipathInfoPath>),
+    #[cfg(feature = "admin")] HostMultipathStateInfo(Box<HostMultipathStateInfo>),
+    #[cfg(feature = "admin")] HostMultipathStateInfoPath(Box<HostMultipathStateInfoPath>),
     HostNasVolume(Box<HostNasVolume>),
-    HostNasVolumeConfig(Box<HostNasVolumeConfig>),
+    #[cfg(feature = "admin")] HostNasVolumeConfig(Box<HostNasVolumeConfig>),
     HostNasVolumeSecurityType(Box<HostNasVolumeSecurityType>),
     HostNasVolumeSpec(Box<HostNasVolumeSpec>),
     #[cfg(feature = "admin")] HostNasVolumeUserInfo(Box<HostNasVolumeUserInfo>),
-    HostNatService(Box<HostNatService>),
-    HostNatServiceConfig(Box<HostNatServiceConfig>),
-    HostNatServiceNameServiceSpec(Box<HostNatServiceNameServiceSpec>),
-    HostNatServicePortForwardSpec(Box<HostNatServicePortForwardSpec>),
-    HostNatServiceSpec(Box<HostNatServiceSpec>),
-    HostNetCapabilities(Box<HostNetCapabilities>),
-    HostNetOffloadCapabilities(Box<HostNetOffloadCapabilities>),
+    #[cfg(feature = "admin")] HostNatService(Box<HostNatService>),
+    #[cfg(feature = "admin")] HostNatServiceConfig(Box<HostNatServiceConfig>),
+    #[cfg(feature = "admin")] HostNatServiceNameServiceSpec(Box<HostNatServiceNameServiceSpec>),
+    #[cfg(feature = "admin")] HostNatServicePortForwardSpec(Box<HostNatServicePortForwardSpec>),
+    #[cfg(feature = "admin")] HostNatServiceSpec(Box<HostNatServiceSpec>),
+    #[cfg(feature = "admin")] HostNetCapabilities(Box<HostNetCapabilities>),
+    #[cfg(feature = "admin")] HostNetOffloadCapabilities(Box<HostNetOffloadCapabilities>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -414,22 +414,22 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteOp(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteTableConfig(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteTableInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteOp(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteTableConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpRouteTableInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpToShortNameFailedEvent(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpmiInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIpmiInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostIsolationIpPingFailedEvent(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLicensableResourceInfo(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLicensableResourceKey(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLicenseConnectInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLicenseExpiredEvent(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLicenseSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLicenseSpec(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostListSummary(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostListSummaryGatewaySummary(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostListSummaryQuickStats(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLocalAuthenticationInfo(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLocalFileSystemVolume(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLocalAuthenticationInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLocalFileSystemVolume(v), Err(e) => return Some(Err(e)) },
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLocalFileSystemVolumeSpec(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLocalPortCreatedEvent(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostLockdownMode(v), Err(e) => return Some(Err(e)) },
@@ -447,12 +447,12 @@ fn decode(
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMaintenanceSpecEvacuationMode(v), Err(e) => return Some(Err(e)) },
         32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMaintenanceSpecPurpose(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemberHealthCheckResult(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemberRuntimeInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemberRuntimeInfo(v), Err(e) => return Some(Err(e)) },
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemberUplinkHealthCheckResult(v), Err(e) => return Some(Err(e)) },
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemoryProfile(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemorySpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemorySpec(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemoryTierFlags(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemoryTierInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemoryTierInfo(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemoryTierType(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMemoryTieringType(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMissingNetworksEvent(v), Err(e) => return Some(Err(e)) },
@@ -461,27 +461,27 @@ fn decode(
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMountInfoInaccessibleReason(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMountInfoMountFailedReason(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMountMode(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfo(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfoFixedLogicalUnitPolicy(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfoHppLogicalUnitPolicy(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfoLogicalUnit(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfoLogicalUnitPolicy(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfoPath(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathStateInfo(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathStateInfoPath(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfoFixedLogicalUnitPolicy(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfoHppLogicalUnitPolicy(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfoLogicalUnit(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfoLogicalUnitPolicy(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathInfoPath(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathStateInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostMultipathStateInfoPath(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolume(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeConfig(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeSecurityType(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeSpec(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeUserInfo(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatService(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatServiceConfig(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatServiceNameServiceSpec(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatServicePortForwardSpec(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatServiceSpec(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetCapabilities(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetOffloadCapabilities(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatService(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatServiceConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatServiceNameServiceSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatServicePortForwardSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatServiceSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetCapabilities(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetOffloadCapabilities(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -490,22 +490,22 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::HostIpRouteOp(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIpRouteTableConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIpRouteTableInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostIpRouteOp(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostIpRouteTableConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostIpRouteTableInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostIpToShortNameFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostIpmiInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostIpmiInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostIsolationIpPingFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostLicensableResourceInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostLicensableResourceKey(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostLicenseConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostLicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLicenseSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostLicenseSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostListSummary(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostListSummaryGatewaySummary(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostListSummaryQuickStats(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLocalAuthenticationInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostLocalFileSystemVolume(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostLocalAuthenticationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostLocalFileSystemVolume(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostLocalFileSystemVolumeSpec(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostLocalPortCreatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostLockdownMode(v) => std::fmt::Debug::fmt(&**v, f),
@@ -523,12 +523,12 @@ impl std::fmt::Debug for Object {
             Object::HostMaintenanceSpecEvacuationMode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostMaintenanceSpecPurpose(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostMemberHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMemberRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostMemberRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostMemberUplinkHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostMemoryProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMemorySpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostMemorySpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostMemoryTierFlags(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMemoryTierInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostMemoryTierInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostMemoryTierType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostMemoryTieringType(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostMissingNetworksEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -537,27 +537,27 @@ impl std::fmt::Debug for Object {
             Object::HostMountInfoInaccessibleReason(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostMountInfoMountFailedReason(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostMountMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMultipathInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMultipathInfoFixedLogicalUnitPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMultipathInfoHppLogicalUnitPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMultipathInfoLogicalUnit(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMultipathInfoLogicalUnitPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMultipathInfoPath(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMultipathStateInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostMultipathStateInfoPath(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostMultipathInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostMultipathInfoFixedLogicalUnitPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostMultipathInfoHppLogicalUnitPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostMultipathInfoLogicalUnit(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostMultipathInfoLogicalUnitPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostMultipathInfoPath(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostMultipathStateInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostMultipathStateInfoPath(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNasVolume(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNasVolumeConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNasVolumeConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNasVolumeSecurityType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNasVolumeSpec(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostNasVolumeUserInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNatService(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNatServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNatServiceNameServiceSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNatServicePortForwardSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNatServiceSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNetCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNetOffloadCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNatService(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNatServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNatServiceNameServiceSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNatServicePortForwardSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNatServiceSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNetCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNetOffloadCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -571,22 +571,22 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::HostIpRouteOp(_) => "HostIpRouteOp",
-            Object::HostIpRouteTableConfig(_) => "HostIpRouteTableConfig",
-            Object::HostIpRouteTableInfo(_) => "HostIpRouteTableInfo",
+            #[cfg(feature = "admin")] Object::HostIpRouteOp(_) => "HostIpRouteOp",
+            #[cfg(feature = "admin")] Object::HostIpRouteTableConfig(_) => "HostIpRouteTableConfig",
+            #[cfg(feature = "admin")] Object::HostIpRouteTableInfo(_) => "HostIpRouteTableInfo",
             #[cfg(feature = "all-events")] Object::HostIpToShortNameFailedEvent(_) => "HostIpToShortNameFailedEvent",
-            Object::HostIpmiInfo(_) => "HostIpmiInfo",
+            #[cfg(feature = "admin")] Object::HostIpmiInfo(_) => "HostIpmiInfo",
             #[cfg(feature = "all-events")] Object::HostIsolationIpPingFailedEvent(_) => "HostIsolationIpPingFailedEvent",
             Object::HostLicensableResourceInfo(_) => "HostLicensableResourceInfo",
             Object::HostLicensableResourceKey(_) => "HostLicensableResourceKey",
             Object::HostLicenseConnectInfo(_) => "HostLicenseConnectInfo",
             #[cfg(feature = "all-events")] Object::HostLicenseExpiredEvent(_) => "HostLicenseExpiredEvent",
-            Object::HostLicenseSpec(_) => "HostLicenseSpec",
+            #[cfg(feature = "admin")] Object::HostLicenseSpec(_) => "HostLicenseSpec",
             Object::HostListSummary(_) => "HostListSummary",
             Object::HostListSummaryGatewaySummary(_) => "HostListSummaryGatewaySummary",
             Object::HostListSummaryQuickStats(_) => "HostListSummaryQuickStats",
-            Object::HostLocalAuthenticationInfo(_) => "HostLocalAuthenticationInfo",
-            Object::HostLocalFileSystemVolume(_) => "HostLocalFileSystemVolume",
+            #[cfg(feature = "admin")] Object::HostLocalAuthenticationInfo(_) => "HostLocalAuthenticationInfo",
+            #[cfg(feature = "admin")] Object::HostLocalFileSystemVolume(_) => "HostLocalFileSystemVolume",
             Object::HostLocalFileSystemVolumeSpec(_) => "HostLocalFileSystemVolumeSpec",
             #[cfg(feature = "all-events")] Object::HostLocalPortCreatedEvent(_) => "HostLocalPortCreatedEvent",
             Object::HostLockdownMode(_) => "HostLockdownMode",
@@ -604,12 +604,12 @@ impl x::DataObject for Object {
             Object::HostMaintenanceSpecEvacuationMode(_) => "HostMaintenanceSpecEvacuationMode",
             Object::HostMaintenanceSpecPurpose(_) => "HostMaintenanceSpecPurpose",
             Object::HostMemberHealthCheckResult(_) => "HostMemberHealthCheckResult",
-            Object::HostMemberRuntimeInfo(_) => "HostMemberRuntimeInfo",
+            #[cfg(feature = "admin")] Object::HostMemberRuntimeInfo(_) => "HostMemberRuntimeInfo",
             Object::HostMemberUplinkHealthCheckResult(_) => "HostMemberUplinkHealthCheckResult",
             Object::HostMemoryProfile(_) => "HostMemoryProfile",
-            Object::HostMemorySpec(_) => "HostMemorySpec",
+            #[cfg(feature = "admin")] Object::HostMemorySpec(_) => "HostMemorySpec",
             Object::HostMemoryTierFlags(_) => "HostMemoryTierFlags",
-            Object::HostMemoryTierInfo(_) => "HostMemoryTierInfo",
+            #[cfg(feature = "admin")] Object::HostMemoryTierInfo(_) => "HostMemoryTierInfo",
             Object::HostMemoryTierType(_) => "HostMemoryTierType",
             Object::HostMemoryTieringType(_) => "HostMemoryTieringType",
             #[cfg(feature = "all-events")] Object::HostMissingNetworksEvent(_) => "HostMissingNetworksEvent",
@@ -618,27 +618,27 @@ impl x::DataObject for Object {
             Object::HostMountInfoInaccessibleReason(_) => "HostMountInfoInaccessibleReason",
             Object::HostMountInfoMountFailedReason(_) => "HostMountInfoMountFailedReason",
             Object::HostMountMode(_) => "HostMountMode",
-            Object::HostMultipathInfo(_) => "HostMultipathInfo",
-            Object::HostMultipathInfoFixedLogicalUnitPolicy(_) => "HostMultipathInfoFixedLogicalUnitPolicy",
-            Object::HostMultipathInfoHppLogicalUnitPolicy(_) => "HostMultipathInfoHppLogicalUnitPolicy",
-            Object::HostMultipathInfoLogicalUnit(_) => "HostMultipathInfoLogicalUnit",
-            Object::HostMultipathInfoLogicalUnitPolicy(_) => "HostMultipathInfoLogicalUnitPolicy",
-            Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(_) => "HostMultipathInfoLogicalUnitStorageArrayTypePolicy",
-            Object::HostMultipathInfoPath(_) => "HostMultipathInfoPath",
-            Object::HostMultipathStateInfo(_) => "HostMultipathStateInfo",
-            Object::HostMultipathStateInfoPath(_) => "HostMultipathStateInfoPath",
+            #[cfg(feature = "admin")] Object::HostMultipathInfo(_) => "HostMultipathInfo",
+            #[cfg(feature = "admin")] Object::HostMultipathInfoFixedLogicalUnitPolicy(_) => "HostMultipathInfoFixedLogicalUnitPolicy",
+            #[cfg(feature = "admin")] Object::HostMultipathInfoHppLogicalUnitPolicy(_) => "HostMultipathInfoHppLogicalUnitPolicy",
+            #[cfg(feature = "admin")] Object::HostMultipathInfoLogicalUnit(_) => "HostMultipathInfoLogicalUnit",
+            #[cfg(feature = "admin")] Object::HostMultipathInfoLogicalUnitPolicy(_) => "HostMultipathInfoLogicalUnitPolicy",
+            #[cfg(feature = "admin")] Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(_) => "HostMultipathInfoLogicalUnitStorageArrayTypePolicy",
+            #[cfg(feature = "admin")] Object::HostMultipathInfoPath(_) => "HostMultipathInfoPath",
+            #[cfg(feature = "admin")] Object::HostMultipathStateInfo(_) => "HostMultipathStateInfo",
+            #[cfg(feature = "admin")] Object::HostMultipathStateInfoPath(_) => "HostMultipathStateInfoPath",
             Object::HostNasVolume(_) => "HostNasVolume",
-            Object::HostNasVolumeConfig(_) => "HostNasVolumeConfig",
+            #[cfg(feature = "admin")] Object::HostNasVolumeConfig(_) => "HostNasVolumeConfig",
             Object::HostNasVolumeSecurityType(_) => "HostNasVolumeSecurityType",
             Object::HostNasVolumeSpec(_) => "HostNasVolumeSpec",
             #[cfg(feature = "admin")] Object::HostNasVolumeUserInfo(_) => "HostNasVolumeUserInfo",
-            Object::HostNatService(_) => "HostNatService",
-            Object::HostNatServiceConfig(_) => "HostNatServiceConfig",
-            Object::HostNatServiceNameServiceSpec(_) => "HostNatServiceNameServiceSpec",
-            Object::HostNatServicePortForwardSpec(_) => "HostNatServicePortForwardSpec",
-            Object::HostNatServiceSpec(_) => "HostNatServiceSpec",
-            Object::HostNetCapabilities(_) => "HostNetCapabilities",
-            Object::HostNetOffloadCapabilities(_) => "HostNetOffloadCapabilities",
+            #[cfg(feature = "admin")] Object::HostNatService(_) => "HostNatService",
+            #[cfg(feature = "admin")] Object::HostNatServiceConfig(_) => "HostNatServiceConfig",
+            #[cfg(feature = "admin")] Object::HostNatServiceNameServiceSpec(_) => "HostNatServiceNameServiceSpec",
+            #[cfg(feature = "admin")] Object::HostNatServicePortForwardSpec(_) => "HostNatServicePortForwardSpec",
+            #[cfg(feature = "admin")] Object::HostNatServiceSpec(_) => "HostNatServiceSpec",
+            #[cfg(feature = "admin")] Object::HostNetCapabilities(_) => "HostNetCapabilities",
+            #[cfg(feature = "admin")] Object::HostNetOffloadCapabilities(_) => "HostNetOffloadCapabilities",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -658,22 +658,22 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::HostIpRouteOp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIpRouteTableConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIpRouteTableInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostIpRouteOp(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostIpRouteTableConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostIpRouteTableInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostIpToShortNameFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostIpmiInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostIpmiInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostIsolationIpPingFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostLicensableResourceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostLicensableResourceKey(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostLicenseConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostLicenseExpiredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLicenseSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostLicenseSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostListSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostListSummaryGatewaySummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostListSummaryQuickStats(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLocalAuthenticationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostLocalFileSystemVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostLocalAuthenticationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostLocalFileSystemVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostLocalFileSystemVolumeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostLocalPortCreatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostLockdownMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -691,12 +691,12 @@ impl x::DataObject for Object {
             Object::HostMaintenanceSpecEvacuationMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostMaintenanceSpecPurpose(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostMemberHealthCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMemberRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostMemberRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostMemberUplinkHealthCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostMemoryProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMemorySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostMemorySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostMemoryTierFlags(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMemoryTierInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostMemoryTierInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostMemoryTierType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostMemoryTieringType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostMissingNetworksEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -705,33 +705,33 @@ impl x::DataObject for Object {
             Object::HostMountInfoInaccessibleReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostMountInfoMountFailedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostMountMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMultipathInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMultipathInfoFixedLogicalUnitPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMultipathInfoHppLogicalUnitPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMultipathInfoLogicalUnit(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMultipathInfoLogicalUnitPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMultipathInfoPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMultipathStateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostMultipathStateInfoPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostMultipathInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostMultipathInfoFixedLogicalUnitPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostMultipathInfoHppLogicalUnitPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostMultipathInfoLogicalUnit(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostMultipathInfoLogicalUnitPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostMultipathInfoLogicalUnitStorageArrayTypePolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostMultipathInfoPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostMultipathStateInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostMultipathStateInfoPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNasVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNasVolumeConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNasVolumeConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNasVolumeSecurityType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNasVolumeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostNasVolumeUserInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNatService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNatServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNatServiceNameServiceSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNatServicePortForwardSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNatServiceSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNetCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNetOffloadCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNatService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNatServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNatServiceNameServiceSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNatServicePortForwardSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNatServiceSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNetCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNetOffloadCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
 
 
-impl x::ObjectType for HostIpRouteOp {
+#[cfg(feature = "admin")] impl x::ObjectType for HostIpRouteOp {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -747,7 +747,7 @@ impl x::ObjectType for HostIpRouteOp {
     }
 }
 
-impl x::ObjectType for HostIpRouteTableConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostIpRouteTableConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -763,7 +763,7 @@ impl x::ObjectType for HostIpRouteTableConfig {
     }
 }
 
-impl x::ObjectType for HostIpRouteTableInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostIpRouteTableInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -795,7 +795,7 @@ impl x::ObjectType for HostIpRouteTableInfo {
     }
 }
 
-impl x::ObjectType for HostIpmiInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostIpmiInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -891,7 +891,7 @@ impl x::ObjectType for HostLicenseConnectInfo {
     }
 }
 
-impl x::ObjectType for HostLicenseSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostLicenseSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -955,7 +955,7 @@ impl x::ObjectType for HostListSummaryQuickStats {
     }
 }
 
-impl x::ObjectType for HostLocalAuthenticationInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostLocalAuthenticationInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -971,7 +971,7 @@ impl x::ObjectType for HostLocalAuthenticationInfo {
     }
 }
 
-impl x::ObjectType for HostLocalFileSystemVolume {
+#[cfg(feature = "admin")] impl x::ObjectType for HostLocalFileSystemVolume {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1259,7 +1259,7 @@ impl x::ObjectType for HostMemberHealthCheckResult {
     }
 }
 
-impl x::ObjectType for HostMemberRuntimeInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostMemberRuntimeInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1307,7 +1307,7 @@ impl x::ObjectType for HostMemoryProfile {
     }
 }
 
-impl x::ObjectType for HostMemorySpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostMemorySpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1339,7 +1339,7 @@ impl x::ObjectType for HostMemoryTierFlags {
     }
 }
 
-impl x::ObjectType for HostMemoryTierInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostMemoryTierInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1483,7 +1483,7 @@ impl x::ObjectType for HostMountMode {
     }
 }
 
-impl x::ObjectType for HostMultipathInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostMultipathInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1499,7 +1499,7 @@ impl x::ObjectType for HostMultipathInfo {
     }
 }
 
-impl x::ObjectType for HostMultipathInfoFixedLogicalUnitPolicy {
+#[cfg(feature = "admin")] impl x::ObjectType for HostMultipathInfoFixedLogicalUnitPolicy {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1515,7 +1515,7 @@ impl x::ObjectType for HostMultipathInfoFixedLogicalUnitPolicy {
     }
 }
 
-impl x::ObjectType for HostMultipathInfoHppLogicalUnitPolicy {
+#[cfg(feature = "admin")] impl x::ObjectType for HostMultipathInfoHppLogicalUnitPolicy {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1531,7 +1531,7 @@ impl x::ObjectType for HostMultipathInfoHppLogicalUnitPolicy {
     }
 }
 
-impl x::ObjectType for HostMultipathInfoLogicalUnit {
+#[cfg(feature = "admin")] impl x::ObjectType for HostMultipathInfoLogicalUnit {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1547,7 +1547,7 @@ impl x::ObjectType for HostMultipathInfoLogicalUnit {
     }
 }
 
-impl x::ObjectType for HostMultipathInfoLogicalUnitPolicy {
+#[cfg(feature = "admin")] impl x::ObjectType for HostMultipathInfoLogicalUnitPolicy {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1563,7 +1563,7 @@ impl x::ObjectType for HostMultipathInfoLogicalUnitPolicy {
     }
 }
 
-impl x::ObjectType for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
+#[cfg(feature = "admin")] impl x::ObjectType for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1579,7 +1579,7 @@ impl x::ObjectType for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
     }
 }
 
-impl x::ObjectType for HostMultipathInfoPath {
+#[cfg(feature = "admin")] impl x::ObjectType for HostMultipathInfoPath {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1595,7 +1595,7 @@ impl x::ObjectType for HostMultipathInfoPath {
     }
 }
 
-impl x::ObjectType for HostMultipathStateInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostMultipathStateInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1611,7 +1611,7 @@ impl x::ObjectType for HostMultipathStateInfo {
     }
 }
 
-impl x::ObjectType for HostMultipathStateInfoPath {
+#[cfg(feature = "admin")] impl x::ObjectType for HostMultipathStateInfoPath {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1643,7 +1643,7 @@ impl x::ObjectType for HostNasVolume {
     }
 }
 
-impl x::ObjectType for HostNasVolumeConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNasVolumeConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1707,7 +1707,7 @@ impl x::ObjectType for HostNasVolumeSpec {
     }
 }
 
-impl x::ObjectType for HostNatService {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNatService {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1723,7 +1723,7 @@ impl x::ObjectType for HostNatService {
     }
 }
 
-impl x::ObjectType for HostNatServiceConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNatServiceConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1739,7 +1739,7 @@ impl x::ObjectType for HostNatServiceConfig {
     }
 }
 
-impl x::ObjectType for HostNatServiceNameServiceSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNatServiceNameServiceSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1755,7 +1755,7 @@ impl x::ObjectType for HostNatServiceNameServiceSpec {
     }
 }
 
-impl x::ObjectType for HostNatServicePortForwardSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNatServicePortForwardSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1771,7 +1771,7 @@ impl x::ObjectType for HostNatServicePortForwardSpec {
     }
 }
 
-impl x::ObjectType for HostNatServiceSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNatServiceSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1787,7 +1787,7 @@ impl x::ObjectType for HostNatServiceSpec {
     }
 }
 
-impl x::ObjectType for HostNetCapabilities {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNetCapabilities {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1803,7 +1803,7 @@ impl x::ObjectType for HostNetCapabilities {
     }
 }
 
-impl x::ObjectType for HostNetOffloadCapabilities {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNetOffloadCapabilities {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

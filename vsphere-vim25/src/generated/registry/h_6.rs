@@ -350,22 +350,22 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    HostNetStackInstance(Box<HostNetStackInstance>),
+    #[cfg(feature = "admin")] HostNetStackInstance(Box<HostNetStackInstance>),
     HostNetStackInstanceCongestionControlAlgorithmType(Box<HostNetStackInstanceCongestionControlAlgorithmType>),
     HostNetStackInstanceSystemStackKey(Box<HostNetStackInstanceSystemStackKey>),
-    HostNetworkConfig(Box<HostNetworkConfig>),
-    HostNetworkConfigNetStackSpec(Box<HostNetworkConfigNetStackSpec>),
+    #[cfg(feature = "admin")] HostNetworkConfig(Box<HostNetworkConfig>),
+    #[cfg(feature = "admin")] HostNetworkConfigNetStackSpec(Box<HostNetworkConfigNetStackSpec>),
     #[cfg(feature = "admin")] HostNetworkConfigResult(Box<HostNetworkConfigResult>),
-    HostNetworkInfo(Box<HostNetworkInfo>),
-    HostNetworkPolicy(Box<HostNetworkPolicy>),
+    #[cfg(feature = "admin")] HostNetworkInfo(Box<HostNetworkInfo>),
+    #[cfg(feature = "admin")] HostNetworkPolicy(Box<HostNetworkPolicy>),
     HostNetworkResourceRuntime(Box<HostNetworkResourceRuntime>),
-    HostNetworkSecurityPolicy(Box<HostNetworkSecurityPolicy>),
-    HostNetworkTrafficShapingPolicy(Box<HostNetworkTrafficShapingPolicy>),
+    #[cfg(feature = "admin")] HostNetworkSecurityPolicy(Box<HostNetworkSecurityPolicy>),
+    #[cfg(feature = "admin")] HostNetworkTrafficShapingPolicy(Box<HostNetworkTrafficShapingPolicy>),
     HostNewNetworkConnectInfo(Box<HostNewNetworkConnectInfo>),
     HostNfcConnectionInfo(Box<HostNfcConnectionInfo>),
-    HostNicFailureCriteria(Box<HostNicFailureCriteria>),
-    HostNicOrderPolicy(Box<HostNicOrderPolicy>),
-    HostNicTeamingPolicy(Box<HostNicTeamingPolicy>),
+    #[cfg(feature = "admin")] HostNicFailureCriteria(Box<HostNicFailureCriteria>),
+    #[cfg(feature = "admin")] HostNicOrderPolicy(Box<HostNicOrderPolicy>),
+    #[cfg(feature = "admin")] HostNicTeamingPolicy(Box<HostNicTeamingPolicy>),
     #[cfg(feature = "all-events")] HostNoAvailableNetworksEvent(Box<HostNoAvailableNetworksEvent>),
     #[cfg(feature = "all-events")] HostNoHAEnabledPortGroupsEvent(Box<HostNoHAEnabledPortGroupsEvent>),
     #[cfg(feature = "all-events")] HostNoRedundantManagementNetworkEvent(Box<HostNoRedundantManagementNetworkEvent>),
@@ -373,39 +373,39 @@ pub enum Object {
     HostNotConnected(Box<HostNotConnected>),
     #[cfg(feature = "all-events")] HostNotInClusterEvent(Box<HostNotInClusterEvent>),
     #[cfg(feature = "all-faults")] HostNotReachable(Box<HostNotReachable>),
-    HostNtpConfig(Box<HostNtpConfig>),
-    HostNumaInfo(Box<HostNumaInfo>),
-    HostNumaNode(Box<HostNumaNode>),
+    #[cfg(feature = "admin")] HostNtpConfig(Box<HostNtpConfig>),
+    #[cfg(feature = "admin")] HostNumaInfo(Box<HostNumaInfo>),
+    #[cfg(feature = "admin")] HostNumaNode(Box<HostNumaNode>),
     HostNumericSensorHealthState(Box<HostNumericSensorHealthState>),
     HostNumericSensorInfo(Box<HostNumericSensorInfo>),
     HostNumericSensorType(Box<HostNumericSensorType>),
     #[cfg(feature = "admin")] HostNvmeConnectSpec(Box<HostNvmeConnectSpec>),
-    HostNvmeController(Box<HostNvmeController>),
+    #[cfg(feature = "admin")] HostNvmeController(Box<HostNvmeController>),
     #[cfg(feature = "admin")] HostNvmeDisconnectSpec(Box<HostNvmeDisconnectSpec>),
     #[cfg(feature = "admin")] HostNvmeDiscoverSpec(Box<HostNvmeDiscoverSpec>),
     #[cfg(feature = "admin")] HostNvmeDiscoveryLog(Box<HostNvmeDiscoveryLog>),
     #[cfg(feature = "admin")] HostNvmeDiscoveryLogEntry(Box<HostNvmeDiscoveryLogEntry>),
     HostNvmeDiscoveryLogSubsystemType(Box<HostNvmeDiscoveryLogSubsystemType>),
     HostNvmeDiscoveryLogTransportRequirements(Box<HostNvmeDiscoveryLogTransportRequirements>),
-    HostNvmeNamespace(Box<HostNvmeNamespace>),
+    #[cfg(feature = "admin")] HostNvmeNamespace(Box<HostNvmeNamespace>),
     HostNvmeOpaqueTransportParameters(Box<HostNvmeOpaqueTransportParameters>),
     HostNvmeOverFibreChannelParameters(Box<HostNvmeOverFibreChannelParameters>),
     HostNvmeOverRdmaParameters(Box<HostNvmeOverRdmaParameters>),
     HostNvmeOverTcpParameters(Box<HostNvmeOverTcpParameters>),
     HostNvmeSpec(Box<HostNvmeSpec>),
-    HostNvmeTopology(Box<HostNvmeTopology>),
-    HostNvmeTopologyInterface(Box<HostNvmeTopologyInterface>),
+    #[cfg(feature = "admin")] HostNvmeTopology(Box<HostNvmeTopology>),
+    #[cfg(feature = "admin")] HostNvmeTopologyInterface(Box<HostNvmeTopologyInterface>),
     HostNvmeTransportParameters(Box<HostNvmeTransportParameters>),
     HostNvmeTransportParametersNvmeAddressFamily(Box<HostNvmeTransportParametersNvmeAddressFamily>),
     HostNvmeTransportType(Box<HostNvmeTransportType>),
-    HostOpaqueNetworkInfo(Box<HostOpaqueNetworkInfo>),
-    HostOpaqueSwitch(Box<HostOpaqueSwitch>),
+    #[cfg(feature = "admin")] HostOpaqueNetworkInfo(Box<HostOpaqueNetworkInfo>),
+    #[cfg(feature = "admin")] HostOpaqueSwitch(Box<HostOpaqueSwitch>),
     HostOpaqueSwitchOpaqueSwitchState(Box<HostOpaqueSwitchOpaqueSwitchState>),
-    HostOpaqueSwitchPhysicalNicZone(Box<HostOpaqueSwitchPhysicalNicZone>),
+    #[cfg(feature = "admin")] HostOpaqueSwitchPhysicalNicZone(Box<HostOpaqueSwitchPhysicalNicZone>),
     #[cfg(feature = "all-events")] HostOvercommittedEvent(Box<HostOvercommittedEvent>),
     HostPMemVolume(Box<HostPMemVolume>),
-    HostParallelScsiHba(Box<HostParallelScsiHba>),
-    HostParallelScsiTargetTransport(Box<HostParallelScsiTargetTransport>),
+    #[cfg(feature = "admin")] HostParallelScsiHba(Box<HostParallelScsiHba>),
+    #[cfg(feature = "admin")] HostParallelScsiTargetTransport(Box<HostParallelScsiTargetTransport>),
     HostPartialMaintenanceModeId(Box<HostPartialMaintenanceModeId>),
     HostPartialMaintenanceModeRuntimeInfo(Box<HostPartialMaintenanceModeRuntimeInfo>),
     HostPartialMaintenanceModeStatus(Box<HostPartialMaintenanceModeStatus>),
@@ -430,22 +430,22 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetStackInstance(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetStackInstance(v), Err(e) => return Some(Err(e)) },
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetStackInstanceCongestionControlAlgorithmType(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetStackInstanceSystemStackKey(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkConfig(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkConfigNetStackSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkConfigNetStackSpec(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkConfigResult(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkInfo(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkPolicy(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkPolicy(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkResourceRuntime(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkSecurityPolicy(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkTrafficShapingPolicy(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkSecurityPolicy(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNetworkTrafficShapingPolicy(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNewNetworkConnectInfo(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNfcConnectionInfo(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNicFailureCriteria(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNicOrderPolicy(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNicTeamingPolicy(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNicFailureCriteria(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNicOrderPolicy(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNicTeamingPolicy(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNoAvailableNetworksEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNoHAEnabledPortGroupsEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNoRedundantManagementNetworkEvent(v), Err(e) => return Some(Err(e)) },
@@ -453,39 +453,39 @@ fn decode(
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNotConnected(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNotInClusterEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNotReachable(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNtpConfig(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNumaInfo(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNumaNode(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNtpConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNumaInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNumaNode(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNumericSensorHealthState(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNumericSensorInfo(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNumericSensorType(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeConnectSpec(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeController(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeController(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeDisconnectSpec(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeDiscoverSpec(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeDiscoveryLog(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeDiscoveryLogEntry(v), Err(e) => return Some(Err(e)) },
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeDiscoveryLogSubsystemType(v), Err(e) => return Some(Err(e)) },
         36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeDiscoveryLogTransportRequirements(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeNamespace(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeNamespace(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeOpaqueTransportParameters(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeOverFibreChannelParameters(v), Err(e) => return Some(Err(e)) },
         40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeOverRdmaParameters(v), Err(e) => return Some(Err(e)) },
         41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeOverTcpParameters(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeSpec(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeTopology(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeTopologyInterface(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeTopology(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeTopologyInterface(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeTransportParameters(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeTransportParametersNvmeAddressFamily(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNvmeTransportType(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostOpaqueNetworkInfo(v), Err(e) => return Some(Err(e)) },
-        49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostOpaqueSwitch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostOpaqueNetworkInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostOpaqueSwitch(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostOpaqueSwitchOpaqueSwitchState(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostOpaqueSwitchPhysicalNicZone(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostOpaqueSwitchPhysicalNicZone(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostOvercommittedEvent(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPMemVolume(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostParallelScsiHba(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostParallelScsiTargetTransport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostParallelScsiHba(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostParallelScsiTargetTransport(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPartialMaintenanceModeId(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPartialMaintenanceModeRuntimeInfo(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPartialMaintenanceModeStatus(v), Err(e) => return Some(Err(e)) },
@@ -504,22 +504,22 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::HostNetStackInstance(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNetStackInstance(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNetStackInstanceCongestionControlAlgorithmType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNetStackInstanceSystemStackKey(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNetworkConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNetworkConfigNetStackSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNetworkConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNetworkConfigNetStackSpec(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostNetworkConfigResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNetworkPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNetworkPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNetworkResourceRuntime(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNetworkSecurityPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNetworkTrafficShapingPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNetworkSecurityPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNetworkTrafficShapingPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNewNetworkConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNfcConnectionInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNicFailureCriteria(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNicOrderPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNicTeamingPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNicFailureCriteria(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNicOrderPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNicTeamingPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostNoAvailableNetworksEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostNoHAEnabledPortGroupsEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostNoRedundantManagementNetworkEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -527,39 +527,39 @@ impl std::fmt::Debug for Object {
             Object::HostNotConnected(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostNotInClusterEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::HostNotReachable(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNtpConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNumaInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNumaNode(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNtpConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNumaInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNumaNode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNumericSensorHealthState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNumericSensorInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNumericSensorType(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostNvmeConnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNvmeController(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNvmeController(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostNvmeDisconnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostNvmeDiscoverSpec(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostNvmeDiscoveryLog(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostNvmeDiscoveryLogEntry(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNvmeDiscoveryLogSubsystemType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNvmeDiscoveryLogTransportRequirements(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNvmeNamespace(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNvmeNamespace(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNvmeOpaqueTransportParameters(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNvmeOverFibreChannelParameters(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNvmeOverRdmaParameters(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNvmeOverTcpParameters(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNvmeSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNvmeTopology(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNvmeTopologyInterface(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNvmeTopology(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNvmeTopologyInterface(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNvmeTransportParameters(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNvmeTransportParametersNvmeAddressFamily(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNvmeTransportType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostOpaqueNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostOpaqueSwitch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostOpaqueNetworkInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostOpaqueSwitch(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostOpaqueSwitchOpaqueSwitchState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostOpaqueSwitchPhysicalNicZone(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostOpaqueSwitchPhysicalNicZone(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostOvercommittedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPMemVolume(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostParallelScsiHba(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostParallelScsiTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostParallelScsiHba(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostParallelScsiTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPartialMaintenanceModeId(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPartialMaintenanceModeRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPartialMaintenanceModeStatus(v) => std::fmt::Debug::fmt(&**v, f),
@@ -583,22 +583,22 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::HostNetStackInstance(_) => "HostNetStackInstance",
+            #[cfg(feature = "admin")] Object::HostNetStackInstance(_) => "HostNetStackInstance",
             Object::HostNetStackInstanceCongestionControlAlgorithmType(_) => "HostNetStackInstanceCongestionControlAlgorithmType",
             Object::HostNetStackInstanceSystemStackKey(_) => "HostNetStackInstanceSystemStackKey",
-            Object::HostNetworkConfig(_) => "HostNetworkConfig",
-            Object::HostNetworkConfigNetStackSpec(_) => "HostNetworkConfigNetStackSpec",
+            #[cfg(feature = "admin")] Object::HostNetworkConfig(_) => "HostNetworkConfig",
+            #[cfg(feature = "admin")] Object::HostNetworkConfigNetStackSpec(_) => "HostNetworkConfigNetStackSpec",
             #[cfg(feature = "admin")] Object::HostNetworkConfigResult(_) => "HostNetworkConfigResult",
-            Object::HostNetworkInfo(_) => "HostNetworkInfo",
-            Object::HostNetworkPolicy(_) => "HostNetworkPolicy",
+            #[cfg(feature = "admin")] Object::HostNetworkInfo(_) => "HostNetworkInfo",
+            #[cfg(feature = "admin")] Object::HostNetworkPolicy(_) => "HostNetworkPolicy",
             Object::HostNetworkResourceRuntime(_) => "HostNetworkResourceRuntime",
-            Object::HostNetworkSecurityPolicy(_) => "HostNetworkSecurityPolicy",
-            Object::HostNetworkTrafficShapingPolicy(_) => "HostNetworkTrafficShapingPolicy",
+            #[cfg(feature = "admin")] Object::HostNetworkSecurityPolicy(_) => "HostNetworkSecurityPolicy",
+            #[cfg(feature = "admin")] Object::HostNetworkTrafficShapingPolicy(_) => "HostNetworkTrafficShapingPolicy",
             Object::HostNewNetworkConnectInfo(_) => "HostNewNetworkConnectInfo",
             Object::HostNfcConnectionInfo(_) => "HostNfcConnectionInfo",
-            Object::HostNicFailureCriteria(_) => "HostNicFailureCriteria",
-            Object::HostNicOrderPolicy(_) => "HostNicOrderPolicy",
-            Object::HostNicTeamingPolicy(_) => "HostNicTeamingPolicy",
+            #[cfg(feature = "admin")] Object::HostNicFailureCriteria(_) => "HostNicFailureCriteria",
+            #[cfg(feature = "admin")] Object::HostNicOrderPolicy(_) => "HostNicOrderPolicy",
+            #[cfg(feature = "admin")] Object::HostNicTeamingPolicy(_) => "HostNicTeamingPolicy",
             #[cfg(feature = "all-events")] Object::HostNoAvailableNetworksEvent(_) => "HostNoAvailableNetworksEvent",
             #[cfg(feature = "all-events")] Object::HostNoHAEnabledPortGroupsEvent(_) => "HostNoHAEnabledPortGroupsEvent",
             #[cfg(feature = "all-events")] Object::HostNoRedundantManagementNetworkEvent(_) => "HostNoRedundantManagementNetworkEvent",
@@ -606,39 +606,39 @@ impl x::DataObject for Object {
             Object::HostNotConnected(_) => "HostNotConnected",
             #[cfg(feature = "all-events")] Object::HostNotInClusterEvent(_) => "HostNotInClusterEvent",
             #[cfg(feature = "all-faults")] Object::HostNotReachable(_) => "HostNotReachable",
-            Object::HostNtpConfig(_) => "HostNtpConfig",
-            Object::HostNumaInfo(_) => "HostNumaInfo",
-            Object::HostNumaNode(_) => "HostNumaNode",
+            #[cfg(feature = "admin")] Object::HostNtpConfig(_) => "HostNtpConfig",
+            #[cfg(feature = "admin")] Object::HostNumaInfo(_) => "HostNumaInfo",
+            #[cfg(feature = "admin")] Object::HostNumaNode(_) => "HostNumaNode",
             Object::HostNumericSensorHealthState(_) => "HostNumericSensorHealthState",
             Object::HostNumericSensorInfo(_) => "HostNumericSensorInfo",
             Object::HostNumericSensorType(_) => "HostNumericSensorType",
             #[cfg(feature = "admin")] Object::HostNvmeConnectSpec(_) => "HostNvmeConnectSpec",
-            Object::HostNvmeController(_) => "HostNvmeController",
+            #[cfg(feature = "admin")] Object::HostNvmeController(_) => "HostNvmeController",
             #[cfg(feature = "admin")] Object::HostNvmeDisconnectSpec(_) => "HostNvmeDisconnectSpec",
             #[cfg(feature = "admin")] Object::HostNvmeDiscoverSpec(_) => "HostNvmeDiscoverSpec",
             #[cfg(feature = "admin")] Object::HostNvmeDiscoveryLog(_) => "HostNvmeDiscoveryLog",
             #[cfg(feature = "admin")] Object::HostNvmeDiscoveryLogEntry(_) => "HostNvmeDiscoveryLogEntry",
             Object::HostNvmeDiscoveryLogSubsystemType(_) => "HostNvmeDiscoveryLogSubsystemType",
             Object::HostNvmeDiscoveryLogTransportRequirements(_) => "HostNvmeDiscoveryLogTransportRequirements",
-            Object::HostNvmeNamespace(_) => "HostNvmeNamespace",
+            #[cfg(feature = "admin")] Object::HostNvmeNamespace(_) => "HostNvmeNamespace",
             Object::HostNvmeOpaqueTransportParameters(_) => "HostNvmeOpaqueTransportParameters",
             Object::HostNvmeOverFibreChannelParameters(_) => "HostNvmeOverFibreChannelParameters",
             Object::HostNvmeOverRdmaParameters(_) => "HostNvmeOverRdmaParameters",
             Object::HostNvmeOverTcpParameters(_) => "HostNvmeOverTcpParameters",
             Object::HostNvmeSpec(_) => "HostNvmeSpec",
-            Object::HostNvmeTopology(_) => "HostNvmeTopology",
-            Object::HostNvmeTopologyInterface(_) => "HostNvmeTopologyInterface",
+            #[cfg(feature = "admin")] Object::HostNvmeTopology(_) => "HostNvmeTopology",
+            #[cfg(feature = "admin")] Object::HostNvmeTopologyInterface(_) => "HostNvmeTopologyInterface",
             Object::HostNvmeTransportParameters(_) => "HostNvmeTransportParameters",
             Object::HostNvmeTransportParametersNvmeAddressFamily(_) => "HostNvmeTransportParametersNvmeAddressFamily",
             Object::HostNvmeTransportType(_) => "HostNvmeTransportType",
-            Object::HostOpaqueNetworkInfo(_) => "HostOpaqueNetworkInfo",
-            Object::HostOpaqueSwitch(_) => "HostOpaqueSwitch",
+            #[cfg(feature = "admin")] Object::HostOpaqueNetworkInfo(_) => "HostOpaqueNetworkInfo",
+            #[cfg(feature = "admin")] Object::HostOpaqueSwitch(_) => "HostOpaqueSwitch",
             Object::HostOpaqueSwitchOpaqueSwitchState(_) => "HostOpaqueSwitchOpaqueSwitchState",
-            Object::HostOpaqueSwitchPhysicalNicZone(_) => "HostOpaqueSwitchPhysicalNicZone",
+            #[cfg(feature = "admin")] Object::HostOpaqueSwitchPhysicalNicZone(_) => "HostOpaqueSwitchPhysicalNicZone",
             #[cfg(feature = "all-events")] Object::HostOvercommittedEvent(_) => "HostOvercommittedEvent",
             Object::HostPMemVolume(_) => "HostPMemVolume",
-            Object::HostParallelScsiHba(_) => "HostParallelScsiHba",
-            Object::HostParallelScsiTargetTransport(_) => "HostParallelScsiTargetTransport",
+            #[cfg(feature = "admin")] Object::HostParallelScsiHba(_) => "HostParallelScsiHba",
+            #[cfg(feature = "admin")] Object::HostParallelScsiTargetTransport(_) => "HostParallelScsiTargetTransport",
             Object::HostPartialMaintenanceModeId(_) => "HostPartialMaintenanceModeId",
             Object::HostPartialMaintenanceModeRuntimeInfo(_) => "HostPartialMaintenanceModeRuntimeInfo",
             Object::HostPartialMaintenanceModeStatus(_) => "HostPartialMaintenanceModeStatus",
@@ -668,22 +668,22 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::HostNetStackInstance(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNetStackInstance(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNetStackInstanceCongestionControlAlgorithmType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNetStackInstanceSystemStackKey(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNetworkConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNetworkConfigNetStackSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNetworkConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNetworkConfigNetStackSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostNetworkConfigResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNetworkPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNetworkPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNetworkResourceRuntime(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNetworkSecurityPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNetworkTrafficShapingPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNetworkSecurityPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNetworkTrafficShapingPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNewNetworkConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNfcConnectionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNicFailureCriteria(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNicOrderPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNicTeamingPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNicFailureCriteria(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNicOrderPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNicTeamingPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostNoAvailableNetworksEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostNoHAEnabledPortGroupsEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostNoRedundantManagementNetworkEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -691,39 +691,39 @@ impl x::DataObject for Object {
             Object::HostNotConnected(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostNotInClusterEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::HostNotReachable(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNtpConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNumaInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNumaNode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNtpConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNumaInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNumaNode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNumericSensorHealthState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNumericSensorInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNumericSensorType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostNvmeConnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNvmeController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNvmeController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostNvmeDisconnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostNvmeDiscoverSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostNvmeDiscoveryLog(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostNvmeDiscoveryLogEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNvmeDiscoveryLogSubsystemType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNvmeDiscoveryLogTransportRequirements(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNvmeNamespace(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNvmeNamespace(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNvmeOpaqueTransportParameters(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNvmeOverFibreChannelParameters(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNvmeOverRdmaParameters(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNvmeOverTcpParameters(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNvmeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNvmeTopology(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNvmeTopologyInterface(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNvmeTopology(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNvmeTopologyInterface(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNvmeTransportParameters(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNvmeTransportParametersNvmeAddressFamily(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNvmeTransportType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostOpaqueNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostOpaqueSwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostOpaqueNetworkInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostOpaqueSwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostOpaqueSwitchOpaqueSwitchState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostOpaqueSwitchPhysicalNicZone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostOpaqueSwitchPhysicalNicZone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostOvercommittedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPMemVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostParallelScsiHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostParallelScsiTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostParallelScsiHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostParallelScsiTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPartialMaintenanceModeId(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPartialMaintenanceModeRuntimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPartialMaintenanceModeStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -739,7 +739,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectType for HostNetStackInstance {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNetStackInstance {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -787,7 +787,7 @@ impl x::ObjectType for HostNetStackInstanceSystemStackKey {
     }
 }
 
-impl x::ObjectType for HostNetworkConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNetworkConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -803,7 +803,7 @@ impl x::ObjectType for HostNetworkConfig {
     }
 }
 
-impl x::ObjectType for HostNetworkConfigNetStackSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNetworkConfigNetStackSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -835,7 +835,7 @@ impl x::ObjectType for HostNetworkConfigNetStackSpec {
     }
 }
 
-impl x::ObjectType for HostNetworkInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNetworkInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -851,7 +851,7 @@ impl x::ObjectType for HostNetworkInfo {
     }
 }
 
-impl x::ObjectType for HostNetworkPolicy {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNetworkPolicy {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -883,7 +883,7 @@ impl x::ObjectType for HostNetworkResourceRuntime {
     }
 }
 
-impl x::ObjectType for HostNetworkSecurityPolicy {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNetworkSecurityPolicy {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -899,7 +899,7 @@ impl x::ObjectType for HostNetworkSecurityPolicy {
     }
 }
 
-impl x::ObjectType for HostNetworkTrafficShapingPolicy {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNetworkTrafficShapingPolicy {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -947,7 +947,7 @@ impl x::ObjectType for HostNfcConnectionInfo {
     }
 }
 
-impl x::ObjectType for HostNicFailureCriteria {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNicFailureCriteria {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -963,7 +963,7 @@ impl x::ObjectType for HostNicFailureCriteria {
     }
 }
 
-impl x::ObjectType for HostNicOrderPolicy {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNicOrderPolicy {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -979,7 +979,7 @@ impl x::ObjectType for HostNicOrderPolicy {
     }
 }
 
-impl x::ObjectType for HostNicTeamingPolicy {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNicTeamingPolicy {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1107,7 +1107,7 @@ impl x::ObjectType for HostNotConnected {
     }
 }
 
-impl x::ObjectType for HostNtpConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNtpConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1123,7 +1123,7 @@ impl x::ObjectType for HostNtpConfig {
     }
 }
 
-impl x::ObjectType for HostNumaInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNumaInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1139,7 +1139,7 @@ impl x::ObjectType for HostNumaInfo {
     }
 }
 
-impl x::ObjectType for HostNumaNode {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNumaNode {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1219,7 +1219,7 @@ impl x::ObjectType for HostNumericSensorType {
     }
 }
 
-impl x::ObjectType for HostNvmeController {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNvmeController {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1331,7 +1331,7 @@ impl x::ObjectType for HostNvmeDiscoveryLogTransportRequirements {
     }
 }
 
-impl x::ObjectType for HostNvmeNamespace {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNvmeNamespace {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1427,7 +1427,7 @@ impl x::ObjectType for HostNvmeSpec {
     }
 }
 
-impl x::ObjectType for HostNvmeTopology {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNvmeTopology {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1443,7 +1443,7 @@ impl x::ObjectType for HostNvmeTopology {
     }
 }
 
-impl x::ObjectType for HostNvmeTopologyInterface {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNvmeTopologyInterface {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1507,7 +1507,7 @@ impl x::ObjectType for HostNvmeTransportType {
     }
 }
 
-impl x::ObjectType for HostOpaqueNetworkInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostOpaqueNetworkInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1523,7 +1523,7 @@ impl x::ObjectType for HostOpaqueNetworkInfo {
     }
 }
 
-impl x::ObjectType for HostOpaqueSwitch {
+#[cfg(feature = "admin")] impl x::ObjectType for HostOpaqueSwitch {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1555,7 +1555,7 @@ impl x::ObjectType for HostOpaqueSwitchOpaqueSwitchState {
     }
 }
 
-impl x::ObjectType for HostOpaqueSwitchPhysicalNicZone {
+#[cfg(feature = "admin")] impl x::ObjectType for HostOpaqueSwitchPhysicalNicZone {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1603,7 +1603,7 @@ impl x::ObjectType for HostPMemVolume {
     }
 }
 
-impl x::ObjectType for HostParallelScsiHba {
+#[cfg(feature = "admin")] impl x::ObjectType for HostParallelScsiHba {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1619,7 +1619,7 @@ impl x::ObjectType for HostParallelScsiHba {
     }
 }
 
-impl x::ObjectType for HostParallelScsiTargetTransport {
+#[cfg(feature = "admin")] impl x::ObjectType for HostParallelScsiTargetTransport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

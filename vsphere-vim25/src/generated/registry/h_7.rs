@@ -347,29 +347,29 @@ pub enum Object {
     HostPciDevice(Box<HostPciDevice>),
     HostPciDeviceDirectPathInfo(Box<HostPciDeviceDirectPathInfo>),
     #[cfg(feature = "admin")] HostPciPassthruConfig(Box<HostPciPassthruConfig>),
-    HostPciPassthruInfo(Box<HostPciPassthruInfo>),
+    #[cfg(feature = "admin")] HostPciPassthruInfo(Box<HostPciPassthruInfo>),
     HostPciPassthruInfoDirectPathDeviceMode(Box<HostPciPassthruInfoDirectPathDeviceMode>),
-    HostPciPassthruInfoDirectPathState(Box<HostPciPassthruInfoDirectPathState>),
-    HostPcieHba(Box<HostPcieHba>),
-    HostPcieTargetTransport(Box<HostPcieTargetTransport>),
-    HostPersistentMemoryInfo(Box<HostPersistentMemoryInfo>),
+    #[cfg(feature = "admin")] HostPciPassthruInfoDirectPathState(Box<HostPciPassthruInfoDirectPathState>),
+    #[cfg(feature = "admin")] HostPcieHba(Box<HostPcieHba>),
+    #[cfg(feature = "admin")] HostPcieTargetTransport(Box<HostPcieTargetTransport>),
+    #[cfg(feature = "admin")] HostPersistentMemoryInfo(Box<HostPersistentMemoryInfo>),
     HostPlacedVirtualNicIdentifier(Box<HostPlacedVirtualNicIdentifier>),
-    HostPlugStoreTopology(Box<HostPlugStoreTopology>),
-    HostPlugStoreTopologyAdapter(Box<HostPlugStoreTopologyAdapter>),
-    HostPlugStoreTopologyDevice(Box<HostPlugStoreTopologyDevice>),
-    HostPlugStoreTopologyPath(Box<HostPlugStoreTopologyPath>),
-    HostPlugStoreTopologyPlugin(Box<HostPlugStoreTopologyPlugin>),
-    HostPlugStoreTopologyTarget(Box<HostPlugStoreTopologyTarget>),
+    #[cfg(feature = "admin")] HostPlugStoreTopology(Box<HostPlugStoreTopology>),
+    #[cfg(feature = "admin")] HostPlugStoreTopologyAdapter(Box<HostPlugStoreTopologyAdapter>),
+    #[cfg(feature = "admin")] HostPlugStoreTopologyDevice(Box<HostPlugStoreTopologyDevice>),
+    #[cfg(feature = "admin")] HostPlugStoreTopologyPath(Box<HostPlugStoreTopologyPath>),
+    #[cfg(feature = "admin")] HostPlugStoreTopologyPlugin(Box<HostPlugStoreTopologyPlugin>),
+    #[cfg(feature = "admin")] HostPlugStoreTopologyTarget(Box<HostPlugStoreTopologyTarget>),
     HostPnicNetworkResourceInfo(Box<HostPnicNetworkResourceInfo>),
-    HostPortGroup(Box<HostPortGroup>),
-    HostPortGroupConfig(Box<HostPortGroupConfig>),
-    HostPortGroupPort(Box<HostPortGroupPort>),
+    #[cfg(feature = "admin")] HostPortGroup(Box<HostPortGroup>),
+    #[cfg(feature = "admin")] HostPortGroupConfig(Box<HostPortGroupConfig>),
+    #[cfg(feature = "admin")] HostPortGroupPort(Box<HostPortGroupPort>),
     HostPortGroupProfile(Box<HostPortGroupProfile>),
-    HostPortGroupSpec(Box<HostPortGroupSpec>),
+    #[cfg(feature = "admin")] HostPortGroupSpec(Box<HostPortGroupSpec>),
     HostPosixAccountSpec(Box<HostPosixAccountSpec>),
     #[cfg(feature = "all-faults")] HostPowerOpFailed(Box<HostPowerOpFailed>),
     HostPowerOperationType(Box<HostPowerOperationType>),
-    HostPowerPolicy(Box<HostPowerPolicy>),
+    #[cfg(feature = "admin")] HostPowerPolicy(Box<HostPowerPolicy>),
     #[cfg(feature = "all-events")] HostPrimaryAgentNotShortNameEvent(Box<HostPrimaryAgentNotShortNameEvent>),
     #[cfg(feature = "all-events")] HostProfileAppliedEvent(Box<HostProfileAppliedEvent>),
     #[cfg(feature = "admin")] HostProfileCompleteConfigSpec(Box<HostProfileCompleteConfigSpec>),
@@ -394,20 +394,20 @@ pub enum Object {
     HostProtocolEndpoint(Box<HostProtocolEndpoint>),
     HostProtocolEndpointPEType(Box<HostProtocolEndpointPEType>),
     HostProtocolEndpointProtocolEndpointType(Box<HostProtocolEndpointProtocolEndpointType>),
-    HostProxySwitch(Box<HostProxySwitch>),
-    HostProxySwitchConfig(Box<HostProxySwitchConfig>),
-    HostProxySwitchEnsInfo(Box<HostProxySwitchEnsInfo>),
-    HostProxySwitchHostLagConfig(Box<HostProxySwitchHostLagConfig>),
-    HostProxySwitchSpec(Box<HostProxySwitchSpec>),
-    HostPtpConfig(Box<HostPtpConfig>),
+    #[cfg(feature = "admin")] HostProxySwitch(Box<HostProxySwitch>),
+    #[cfg(feature = "admin")] HostProxySwitchConfig(Box<HostProxySwitchConfig>),
+    #[cfg(feature = "admin")] HostProxySwitchEnsInfo(Box<HostProxySwitchEnsInfo>),
+    #[cfg(feature = "admin")] HostProxySwitchHostLagConfig(Box<HostProxySwitchHostLagConfig>),
+    #[cfg(feature = "admin")] HostProxySwitchSpec(Box<HostProxySwitchSpec>),
+    #[cfg(feature = "admin")] HostPtpConfig(Box<HostPtpConfig>),
     HostPtpConfigDeviceType(Box<HostPtpConfigDeviceType>),
-    HostPtpConfigPtpPort(Box<HostPtpConfigPtpPort>),
-    HostQualifiedName(Box<HostQualifiedName>),
+    #[cfg(feature = "admin")] HostPtpConfigPtpPort(Box<HostPtpConfigPtpPort>),
+    #[cfg(feature = "admin")] HostQualifiedName(Box<HostQualifiedName>),
     HostQualifiedNameType(Box<HostQualifiedNameType>),
-    HostRdmaDevice(Box<HostRdmaDevice>),
-    HostRdmaDeviceBacking(Box<HostRdmaDeviceBacking>),
-    HostRdmaDeviceCapability(Box<HostRdmaDeviceCapability>),
-    HostRdmaDeviceConnectionInfo(Box<HostRdmaDeviceConnectionInfo>),
+    #[cfg(feature = "admin")] HostRdmaDevice(Box<HostRdmaDevice>),
+    #[cfg(feature = "admin")] HostRdmaDeviceBacking(Box<HostRdmaDeviceBacking>),
+    #[cfg(feature = "admin")] HostRdmaDeviceCapability(Box<HostRdmaDeviceCapability>),
+    #[cfg(feature = "admin")] HostRdmaDeviceConnectionInfo(Box<HostRdmaDeviceConnectionInfo>),
     HostRdmaDeviceConnectionState(Box<HostRdmaDeviceConnectionState>),
 }
 
@@ -428,29 +428,29 @@ fn decode(
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPciDevice(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPciDeviceDirectPathInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPciPassthruConfig(v), Err(e) => return Some(Err(e)) },
-        5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPciPassthruInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPciPassthruInfo(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPciPassthruInfoDirectPathDeviceMode(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPciPassthruInfoDirectPathState(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPcieHba(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPcieTargetTransport(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPersistentMemoryInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPciPassthruInfoDirectPathState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPcieHba(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPcieTargetTransport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPersistentMemoryInfo(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPlacedVirtualNicIdentifier(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPlugStoreTopology(v), Err(e) => return Some(Err(e)) },
-        13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPlugStoreTopologyAdapter(v), Err(e) => return Some(Err(e)) },
-        14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPlugStoreTopologyDevice(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPlugStoreTopologyPath(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPlugStoreTopologyPlugin(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPlugStoreTopologyTarget(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPlugStoreTopology(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPlugStoreTopologyAdapter(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPlugStoreTopologyDevice(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPlugStoreTopologyPath(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPlugStoreTopologyPlugin(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPlugStoreTopologyTarget(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPnicNetworkResourceInfo(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPortGroup(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPortGroupConfig(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPortGroupPort(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPortGroup(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPortGroupConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPortGroupPort(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPortGroupProfile(v), Err(e) => return Some(Err(e)) },
-        23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPortGroupSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPortGroupSpec(v), Err(e) => return Some(Err(e)) },
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPosixAccountSpec(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPowerOpFailed(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPowerOperationType(v), Err(e) => return Some(Err(e)) },
-        27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPowerPolicy(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPowerPolicy(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPrimaryAgentNotShortNameEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileAppliedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProfileCompleteConfigSpec(v), Err(e) => return Some(Err(e)) },
@@ -475,20 +475,20 @@ fn decode(
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProtocolEndpoint(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProtocolEndpointPEType(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProtocolEndpointProtocolEndpointType(v), Err(e) => return Some(Err(e)) },
-        53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProxySwitch(v), Err(e) => return Some(Err(e)) },
-        54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProxySwitchConfig(v), Err(e) => return Some(Err(e)) },
-        55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProxySwitchEnsInfo(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProxySwitchHostLagConfig(v), Err(e) => return Some(Err(e)) },
-        57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProxySwitchSpec(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPtpConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProxySwitch(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProxySwitchConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProxySwitchEnsInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProxySwitchHostLagConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostProxySwitchSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPtpConfig(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPtpConfigDeviceType(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPtpConfigPtpPort(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostQualifiedName(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostPtpConfigPtpPort(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostQualifiedName(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostQualifiedNameType(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaDevice(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaDeviceBacking(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaDeviceCapability(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaDeviceConnectionInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaDevice(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaDeviceBacking(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaDeviceCapability(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaDeviceConnectionInfo(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaDeviceConnectionState(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
@@ -503,29 +503,29 @@ impl std::fmt::Debug for Object {
             Object::HostPciDevice(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPciDeviceDirectPathInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostPciPassthruConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPciPassthruInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPciPassthruInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPciPassthruInfoDirectPathDeviceMode(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPciPassthruInfoDirectPathState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPcieHba(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPcieTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPersistentMemoryInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPciPassthruInfoDirectPathState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPcieHba(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPcieTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPersistentMemoryInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPlacedVirtualNicIdentifier(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPlugStoreTopology(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPlugStoreTopologyAdapter(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPlugStoreTopologyDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPlugStoreTopologyPath(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPlugStoreTopologyPlugin(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPlugStoreTopologyTarget(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPlugStoreTopology(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPlugStoreTopologyAdapter(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPlugStoreTopologyDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPlugStoreTopologyPath(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPlugStoreTopologyPlugin(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPlugStoreTopologyTarget(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPnicNetworkResourceInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPortGroup(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPortGroupConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPortGroupPort(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPortGroup(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPortGroupConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPortGroupPort(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPortGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPortGroupSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPortGroupSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPosixAccountSpec(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::HostPowerOpFailed(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPowerOperationType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPowerPolicy(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPowerPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostPrimaryAgentNotShortNameEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostProfileAppliedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostProfileCompleteConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -550,20 +550,20 @@ impl std::fmt::Debug for Object {
             Object::HostProtocolEndpoint(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostProtocolEndpointPEType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostProtocolEndpointProtocolEndpointType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostProxySwitch(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostProxySwitchConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostProxySwitchEnsInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostProxySwitchHostLagConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostProxySwitchSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPtpConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostProxySwitch(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostProxySwitchConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostProxySwitchEnsInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostProxySwitchHostLagConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostProxySwitchSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPtpConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostPtpConfigDeviceType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostPtpConfigPtpPort(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostQualifiedName(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostPtpConfigPtpPort(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostQualifiedName(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostQualifiedNameType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostRdmaDevice(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostRdmaDeviceBacking(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostRdmaDeviceCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostRdmaDeviceConnectionInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostRdmaDevice(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostRdmaDeviceBacking(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostRdmaDeviceCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostRdmaDeviceConnectionInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostRdmaDeviceConnectionState(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
@@ -583,29 +583,29 @@ impl x::DataObject for Object {
             Object::HostPciDevice(_) => "HostPciDevice",
             Object::HostPciDeviceDirectPathInfo(_) => "HostPciDeviceDirectPathInfo",
             #[cfg(feature = "admin")] Object::HostPciPassthruConfig(_) => "HostPciPassthruConfig",
-            Object::HostPciPassthruInfo(_) => "HostPciPassthruInfo",
+            #[cfg(feature = "admin")] Object::HostPciPassthruInfo(_) => "HostPciPassthruInfo",
             Object::HostPciPassthruInfoDirectPathDeviceMode(_) => "HostPciPassthruInfoDirectPathDeviceMode",
-            Object::HostPciPassthruInfoDirectPathState(_) => "HostPciPassthruInfoDirectPathState",
-            Object::HostPcieHba(_) => "HostPcieHba",
-            Object::HostPcieTargetTransport(_) => "HostPcieTargetTransport",
-            Object::HostPersistentMemoryInfo(_) => "HostPersistentMemoryInfo",
+            #[cfg(feature = "admin")] Object::HostPciPassthruInfoDirectPathState(_) => "HostPciPassthruInfoDirectPathState",
+            #[cfg(feature = "admin")] Object::HostPcieHba(_) => "HostPcieHba",
+            #[cfg(feature = "admin")] Object::HostPcieTargetTransport(_) => "HostPcieTargetTransport",
+            #[cfg(feature = "admin")] Object::HostPersistentMemoryInfo(_) => "HostPersistentMemoryInfo",
             Object::HostPlacedVirtualNicIdentifier(_) => "HostPlacedVirtualNicIdentifier",
-            Object::HostPlugStoreTopology(_) => "HostPlugStoreTopology",
-            Object::HostPlugStoreTopologyAdapter(_) => "HostPlugStoreTopologyAdapter",
-            Object::HostPlugStoreTopologyDevice(_) => "HostPlugStoreTopologyDevice",
-            Object::HostPlugStoreTopologyPath(_) => "HostPlugStoreTopologyPath",
-            Object::HostPlugStoreTopologyPlugin(_) => "HostPlugStoreTopologyPlugin",
-            Object::HostPlugStoreTopologyTarget(_) => "HostPlugStoreTopologyTarget",
+            #[cfg(feature = "admin")] Object::HostPlugStoreTopology(_) => "HostPlugStoreTopology",
+            #[cfg(feature = "admin")] Object::HostPlugStoreTopologyAdapter(_) => "HostPlugStoreTopologyAdapter",
+            #[cfg(feature = "admin")] Object::HostPlugStoreTopologyDevice(_) => "HostPlugStoreTopologyDevice",
+            #[cfg(feature = "admin")] Object::HostPlugStoreTopologyPath(_) => "HostPlugStoreTopologyPath",
+            #[cfg(feature = "admin")] Object::HostPlugStoreTopologyPlugin(_) => "HostPlugStoreTopologyPlugin",
+            #[cfg(feature = "admin")] Object::HostPlugStoreTopologyTarget(_) => "HostPlugStoreTopologyTarget",
             Object::HostPnicNetworkResourceInfo(_) => "HostPnicNetworkResourceInfo",
-            Object::HostPortGroup(_) => "HostPortGroup",
-            Object::HostPortGroupConfig(_) => "HostPortGroupConfig",
-            Object::HostPortGroupPort(_) => "HostPortGroupPort",
+            #[cfg(feature = "admin")] Object::HostPortGroup(_) => "HostPortGroup",
+            #[cfg(feature = "admin")] Object::HostPortGroupConfig(_) => "HostPortGroupConfig",
+            #[cfg(feature = "admin")] Object::HostPortGroupPort(_) => "HostPortGroupPort",
             Object::HostPortGroupProfile(_) => "HostPortGroupProfile",
-            Object::HostPortGroupSpec(_) => "HostPortGroupSpec",
+            #[cfg(feature = "admin")] Object::HostPortGroupSpec(_) => "HostPortGroupSpec",
             Object::HostPosixAccountSpec(_) => "HostPosixAccountSpec",
             #[cfg(feature = "all-faults")] Object::HostPowerOpFailed(_) => "HostPowerOpFailed",
             Object::HostPowerOperationType(_) => "HostPowerOperationType",
-            Object::HostPowerPolicy(_) => "HostPowerPolicy",
+            #[cfg(feature = "admin")] Object::HostPowerPolicy(_) => "HostPowerPolicy",
             #[cfg(feature = "all-events")] Object::HostPrimaryAgentNotShortNameEvent(_) => "HostPrimaryAgentNotShortNameEvent",
             #[cfg(feature = "all-events")] Object::HostProfileAppliedEvent(_) => "HostProfileAppliedEvent",
             #[cfg(feature = "admin")] Object::HostProfileCompleteConfigSpec(_) => "HostProfileCompleteConfigSpec",
@@ -630,20 +630,20 @@ impl x::DataObject for Object {
             Object::HostProtocolEndpoint(_) => "HostProtocolEndpoint",
             Object::HostProtocolEndpointPEType(_) => "HostProtocolEndpointPEType",
             Object::HostProtocolEndpointProtocolEndpointType(_) => "HostProtocolEndpointProtocolEndpointType",
-            Object::HostProxySwitch(_) => "HostProxySwitch",
-            Object::HostProxySwitchConfig(_) => "HostProxySwitchConfig",
-            Object::HostProxySwitchEnsInfo(_) => "HostProxySwitchEnsInfo",
-            Object::HostProxySwitchHostLagConfig(_) => "HostProxySwitchHostLagConfig",
-            Object::HostProxySwitchSpec(_) => "HostProxySwitchSpec",
-            Object::HostPtpConfig(_) => "HostPtpConfig",
+            #[cfg(feature = "admin")] Object::HostProxySwitch(_) => "HostProxySwitch",
+            #[cfg(feature = "admin")] Object::HostProxySwitchConfig(_) => "HostProxySwitchConfig",
+            #[cfg(feature = "admin")] Object::HostProxySwitchEnsInfo(_) => "HostProxySwitchEnsInfo",
+            #[cfg(feature = "admin")] Object::HostProxySwitchHostLagConfig(_) => "HostProxySwitchHostLagConfig",
+            #[cfg(feature = "admin")] Object::HostProxySwitchSpec(_) => "HostProxySwitchSpec",
+            #[cfg(feature = "admin")] Object::HostPtpConfig(_) => "HostPtpConfig",
             Object::HostPtpConfigDeviceType(_) => "HostPtpConfigDeviceType",
-            Object::HostPtpConfigPtpPort(_) => "HostPtpConfigPtpPort",
-            Object::HostQualifiedName(_) => "HostQualifiedName",
+            #[cfg(feature = "admin")] Object::HostPtpConfigPtpPort(_) => "HostPtpConfigPtpPort",
+            #[cfg(feature = "admin")] Object::HostQualifiedName(_) => "HostQualifiedName",
             Object::HostQualifiedNameType(_) => "HostQualifiedNameType",
-            Object::HostRdmaDevice(_) => "HostRdmaDevice",
-            Object::HostRdmaDeviceBacking(_) => "HostRdmaDeviceBacking",
-            Object::HostRdmaDeviceCapability(_) => "HostRdmaDeviceCapability",
-            Object::HostRdmaDeviceConnectionInfo(_) => "HostRdmaDeviceConnectionInfo",
+            #[cfg(feature = "admin")] Object::HostRdmaDevice(_) => "HostRdmaDevice",
+            #[cfg(feature = "admin")] Object::HostRdmaDeviceBacking(_) => "HostRdmaDeviceBacking",
+            #[cfg(feature = "admin")] Object::HostRdmaDeviceCapability(_) => "HostRdmaDeviceCapability",
+            #[cfg(feature = "admin")] Object::HostRdmaDeviceConnectionInfo(_) => "HostRdmaDeviceConnectionInfo",
             Object::HostRdmaDeviceConnectionState(_) => "HostRdmaDeviceConnectionState",
         }
     }
@@ -669,29 +669,29 @@ impl x::DataObject for Object {
             Object::HostPciDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPciDeviceDirectPathInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostPciPassthruConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPciPassthruInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPciPassthruInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPciPassthruInfoDirectPathDeviceMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPciPassthruInfoDirectPathState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPcieHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPcieTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPersistentMemoryInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPciPassthruInfoDirectPathState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPcieHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPcieTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPersistentMemoryInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPlacedVirtualNicIdentifier(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPlugStoreTopology(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPlugStoreTopologyAdapter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPlugStoreTopologyDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPlugStoreTopologyPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPlugStoreTopologyPlugin(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPlugStoreTopologyTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPlugStoreTopology(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPlugStoreTopologyAdapter(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPlugStoreTopologyDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPlugStoreTopologyPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPlugStoreTopologyPlugin(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPlugStoreTopologyTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPnicNetworkResourceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPortGroup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPortGroupConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPortGroupPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPortGroup(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPortGroupConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPortGroupPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPortGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPortGroupSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPortGroupSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPosixAccountSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::HostPowerOpFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPowerOperationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPowerPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPowerPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostPrimaryAgentNotShortNameEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostProfileAppliedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostProfileCompleteConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -716,20 +716,20 @@ impl x::DataObject for Object {
             Object::HostProtocolEndpoint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostProtocolEndpointPEType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostProtocolEndpointProtocolEndpointType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostProxySwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostProxySwitchConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostProxySwitchEnsInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostProxySwitchHostLagConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostProxySwitchSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPtpConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostProxySwitch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostProxySwitchConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostProxySwitchEnsInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostProxySwitchHostLagConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostProxySwitchSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPtpConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostPtpConfigDeviceType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostPtpConfigPtpPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostQualifiedName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostPtpConfigPtpPort(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostQualifiedName(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostQualifiedNameType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostRdmaDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostRdmaDeviceBacking(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostRdmaDeviceCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostRdmaDeviceConnectionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostRdmaDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostRdmaDeviceBacking(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostRdmaDeviceCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostRdmaDeviceConnectionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostRdmaDeviceConnectionState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
@@ -816,7 +816,7 @@ impl x::ObjectType for HostPciDeviceDirectPathInfo {
     }
 }
 
-impl x::ObjectType for HostPciPassthruInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPciPassthruInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -848,7 +848,7 @@ impl x::ObjectType for HostPciPassthruInfoDirectPathDeviceMode {
     }
 }
 
-impl x::ObjectType for HostPciPassthruInfoDirectPathState {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPciPassthruInfoDirectPathState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -864,7 +864,7 @@ impl x::ObjectType for HostPciPassthruInfoDirectPathState {
     }
 }
 
-impl x::ObjectType for HostPcieHba {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPcieHba {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -880,7 +880,7 @@ impl x::ObjectType for HostPcieHba {
     }
 }
 
-impl x::ObjectType for HostPcieTargetTransport {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPcieTargetTransport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -896,7 +896,7 @@ impl x::ObjectType for HostPcieTargetTransport {
     }
 }
 
-impl x::ObjectType for HostPersistentMemoryInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPersistentMemoryInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -928,7 +928,7 @@ impl x::ObjectType for HostPlacedVirtualNicIdentifier {
     }
 }
 
-impl x::ObjectType for HostPlugStoreTopology {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPlugStoreTopology {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -944,7 +944,7 @@ impl x::ObjectType for HostPlugStoreTopology {
     }
 }
 
-impl x::ObjectType for HostPlugStoreTopologyAdapter {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPlugStoreTopologyAdapter {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -960,7 +960,7 @@ impl x::ObjectType for HostPlugStoreTopologyAdapter {
     }
 }
 
-impl x::ObjectType for HostPlugStoreTopologyDevice {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPlugStoreTopologyDevice {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -976,7 +976,7 @@ impl x::ObjectType for HostPlugStoreTopologyDevice {
     }
 }
 
-impl x::ObjectType for HostPlugStoreTopologyPath {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPlugStoreTopologyPath {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -992,7 +992,7 @@ impl x::ObjectType for HostPlugStoreTopologyPath {
     }
 }
 
-impl x::ObjectType for HostPlugStoreTopologyPlugin {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPlugStoreTopologyPlugin {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1008,7 +1008,7 @@ impl x::ObjectType for HostPlugStoreTopologyPlugin {
     }
 }
 
-impl x::ObjectType for HostPlugStoreTopologyTarget {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPlugStoreTopologyTarget {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1040,7 +1040,7 @@ impl x::ObjectType for HostPnicNetworkResourceInfo {
     }
 }
 
-impl x::ObjectType for HostPortGroup {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPortGroup {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1056,7 +1056,7 @@ impl x::ObjectType for HostPortGroup {
     }
 }
 
-impl x::ObjectType for HostPortGroupConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPortGroupConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1072,7 +1072,7 @@ impl x::ObjectType for HostPortGroupConfig {
     }
 }
 
-impl x::ObjectType for HostPortGroupPort {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPortGroupPort {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1104,7 +1104,7 @@ impl x::ObjectType for HostPortGroupProfile {
     }
 }
 
-impl x::ObjectType for HostPortGroupSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPortGroupSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1168,7 +1168,7 @@ impl x::ObjectType for HostPowerOperationType {
     }
 }
 
-impl x::ObjectType for HostPowerPolicy {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPowerPolicy {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1568,7 +1568,7 @@ impl x::ObjectType for HostProtocolEndpointProtocolEndpointType {
     }
 }
 
-impl x::ObjectType for HostProxySwitch {
+#[cfg(feature = "admin")] impl x::ObjectType for HostProxySwitch {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1584,7 +1584,7 @@ impl x::ObjectType for HostProxySwitch {
     }
 }
 
-impl x::ObjectType for HostProxySwitchConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostProxySwitchConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1600,7 +1600,7 @@ impl x::ObjectType for HostProxySwitchConfig {
     }
 }
 
-impl x::ObjectType for HostProxySwitchEnsInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostProxySwitchEnsInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1616,7 +1616,7 @@ impl x::ObjectType for HostProxySwitchEnsInfo {
     }
 }
 
-impl x::ObjectType for HostProxySwitchHostLagConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostProxySwitchHostLagConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1632,7 +1632,7 @@ impl x::ObjectType for HostProxySwitchHostLagConfig {
     }
 }
 
-impl x::ObjectType for HostProxySwitchSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostProxySwitchSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1648,7 +1648,7 @@ impl x::ObjectType for HostProxySwitchSpec {
     }
 }
 
-impl x::ObjectType for HostPtpConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPtpConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1680,7 +1680,7 @@ impl x::ObjectType for HostPtpConfigDeviceType {
     }
 }
 
-impl x::ObjectType for HostPtpConfigPtpPort {
+#[cfg(feature = "admin")] impl x::ObjectType for HostPtpConfigPtpPort {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1696,7 +1696,7 @@ impl x::ObjectType for HostPtpConfigPtpPort {
     }
 }
 
-impl x::ObjectType for HostQualifiedName {
+#[cfg(feature = "admin")] impl x::ObjectType for HostQualifiedName {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1728,7 +1728,7 @@ impl x::ObjectType for HostQualifiedNameType {
     }
 }
 
-impl x::ObjectType for HostRdmaDevice {
+#[cfg(feature = "admin")] impl x::ObjectType for HostRdmaDevice {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1744,7 +1744,7 @@ impl x::ObjectType for HostRdmaDevice {
     }
 }
 
-impl x::ObjectType for HostRdmaDeviceBacking {
+#[cfg(feature = "admin")] impl x::ObjectType for HostRdmaDeviceBacking {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1760,7 +1760,7 @@ impl x::ObjectType for HostRdmaDeviceBacking {
     }
 }
 
-impl x::ObjectType for HostRdmaDeviceCapability {
+#[cfg(feature = "admin")] impl x::ObjectType for HostRdmaDeviceCapability {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1776,7 +1776,7 @@ impl x::ObjectType for HostRdmaDeviceCapability {
     }
 }
 
-impl x::ObjectType for HostRdmaDeviceConnectionInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostRdmaDeviceConnectionInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -351,11 +351,11 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    HostRdmaDevicePnicBacking(Box<HostRdmaDevicePnicBacking>),
-    HostRdmaHba(Box<HostRdmaHba>),
-    HostRdmaTargetTransport(Box<HostRdmaTargetTransport>),
+    #[cfg(feature = "admin")] HostRdmaDevicePnicBacking(Box<HostRdmaDevicePnicBacking>),
+    #[cfg(feature = "admin")] HostRdmaHba(Box<HostRdmaHba>),
+    #[cfg(feature = "admin")] HostRdmaTargetTransport(Box<HostRdmaTargetTransport>),
     #[cfg(feature = "all-events")] HostReconnectionFailedEvent(Box<HostReconnectionFailedEvent>),
-    HostReliableMemoryInfo(Box<HostReliableMemoryInfo>),
+    #[cfg(feature = "admin")] HostReliableMemoryInfo(Box<HostReliableMemoryInfo>),
     #[cfg(feature = "all-events")] HostRemovedEvent(Box<HostRemovedEvent>),
     HostReplayUnsupportedReason(Box<HostReplayUnsupportedReason>),
     HostResignatureRescanResult(Box<HostResignatureRescanResult>),
@@ -368,28 +368,28 @@ pub enum Object {
     HostRuntimeInfoStatelessNvdsMigrationState(Box<HostRuntimeInfoStatelessNvdsMigrationState>),
     HostScsiDisk(Box<HostScsiDisk>),
     HostScsiDiskPartition(Box<HostScsiDiskPartition>),
-    HostScsiTopology(Box<HostScsiTopology>),
-    HostScsiTopologyInterface(Box<HostScsiTopologyInterface>),
-    HostScsiTopologyLun(Box<HostScsiTopologyLun>),
-    HostScsiTopologyTarget(Box<HostScsiTopologyTarget>),
-    HostSecuritySpec(Box<HostSecuritySpec>),
-    HostSerialAttachedHba(Box<HostSerialAttachedHba>),
-    HostSerialAttachedTargetTransport(Box<HostSerialAttachedTargetTransport>),
-    HostService(Box<HostService>),
-    HostServiceConfig(Box<HostServiceConfig>),
-    HostServiceInfo(Box<HostServiceInfo>),
+    #[cfg(feature = "admin")] HostScsiTopology(Box<HostScsiTopology>),
+    #[cfg(feature = "admin")] HostScsiTopologyInterface(Box<HostScsiTopologyInterface>),
+    #[cfg(feature = "admin")] HostScsiTopologyLun(Box<HostScsiTopologyLun>),
+    #[cfg(feature = "admin")] HostScsiTopologyTarget(Box<HostScsiTopologyTarget>),
+    #[cfg(feature = "admin")] HostSecuritySpec(Box<HostSecuritySpec>),
+    #[cfg(feature = "admin")] HostSerialAttachedHba(Box<HostSerialAttachedHba>),
+    #[cfg(feature = "admin")] HostSerialAttachedTargetTransport(Box<HostSerialAttachedTargetTransport>),
+    #[cfg(feature = "admin")] HostService(Box<HostService>),
+    #[cfg(feature = "admin")] HostServiceConfig(Box<HostServiceConfig>),
+    #[cfg(feature = "admin")] HostServiceInfo(Box<HostServiceInfo>),
     HostServicePolicy(Box<HostServicePolicy>),
-    HostServiceSourcePackage(Box<HostServiceSourcePackage>),
-    HostServiceTicket(Box<HostServiceTicket>),
-    HostSevInfo(Box<HostSevInfo>),
+    #[cfg(feature = "admin")] HostServiceSourcePackage(Box<HostServiceSourcePackage>),
+    #[cfg(feature = "admin")] HostServiceTicket(Box<HostServiceTicket>),
+    #[cfg(feature = "admin")] HostSevInfo(Box<HostSevInfo>),
     HostSevInfoSevState(Box<HostSevInfoSevState>),
-    HostSgxInfo(Box<HostSgxInfo>),
+    #[cfg(feature = "admin")] HostSgxInfo(Box<HostSgxInfo>),
     HostSgxInfoFlcModes(Box<HostSgxInfoFlcModes>),
     HostSgxInfoSgxStates(Box<HostSgxInfoSgxStates>),
-    HostSgxRegistrationInfo(Box<HostSgxRegistrationInfo>),
+    #[cfg(feature = "admin")] HostSgxRegistrationInfo(Box<HostSgxRegistrationInfo>),
     HostSgxRegistrationInfoRegistrationStatus(Box<HostSgxRegistrationInfoRegistrationStatus>),
     HostSgxRegistrationInfoRegistrationType(Box<HostSgxRegistrationInfoRegistrationType>),
-    HostSharedGpuCapabilities(Box<HostSharedGpuCapabilities>),
+    #[cfg(feature = "admin")] HostSharedGpuCapabilities(Box<HostSharedGpuCapabilities>),
     #[cfg(feature = "all-events")] HostShortNameInconsistentEvent(Box<HostShortNameInconsistentEvent>),
     #[cfg(feature = "all-events")] HostShortNameToIpFailedEvent(Box<HostShortNameToIpFailedEvent>),
     #[cfg(feature = "all-events")] HostShutdownEvent(Box<HostShutdownEvent>),
@@ -403,14 +403,14 @@ pub enum Object {
     #[cfg(feature = "all-events")] HostSpecificationRequireEvent(Box<HostSpecificationRequireEvent>),
     #[cfg(feature = "all-events")] HostSpecificationUpdateEvent(Box<HostSpecificationUpdateEvent>),
     #[cfg(feature = "admin")] HostSriovConfig(Box<HostSriovConfig>),
-    HostSriovDevicePoolInfo(Box<HostSriovDevicePoolInfo>),
-    HostSriovInfo(Box<HostSriovInfo>),
-    HostSriovNetworkDevicePoolInfo(Box<HostSriovNetworkDevicePoolInfo>),
-    HostSslThumbprintInfo(Box<HostSslThumbprintInfo>),
+    #[cfg(feature = "admin")] HostSriovDevicePoolInfo(Box<HostSriovDevicePoolInfo>),
+    #[cfg(feature = "admin")] HostSriovInfo(Box<HostSriovInfo>),
+    #[cfg(feature = "admin")] HostSriovNetworkDevicePoolInfo(Box<HostSriovNetworkDevicePoolInfo>),
+    #[cfg(feature = "admin")] HostSslThumbprintInfo(Box<HostSslThumbprintInfo>),
     HostStandbyMode(Box<HostStandbyMode>),
     #[cfg(feature = "all-events")] HostStatusChangedEvent(Box<HostStatusChangedEvent>),
     #[cfg(feature = "admin")] HostStorageArrayTypePolicyOption(Box<HostStorageArrayTypePolicyOption>),
-    HostStorageDeviceInfo(Box<HostStorageDeviceInfo>),
+    #[cfg(feature = "admin")] HostStorageDeviceInfo(Box<HostStorageDeviceInfo>),
     HostStorageElementInfo(Box<HostStorageElementInfo>),
     HostStorageOperationalInfo(Box<HostStorageOperationalInfo>),
     HostStorageProtocol(Box<HostStorageProtocol>),
@@ -431,11 +431,11 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaDevicePnicBacking(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaHba(v), Err(e) => return Some(Err(e)) },
-        2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaTargetTransport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaDevicePnicBacking(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaHba(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRdmaTargetTransport(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostReconnectionFailedEvent(v), Err(e) => return Some(Err(e)) },
-        6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostReliableMemoryInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostReliableMemoryInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRemovedEvent(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostReplayUnsupportedReason(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostResignatureRescanResult(v), Err(e) => return Some(Err(e)) },
@@ -448,28 +448,28 @@ fn decode(
         24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostRuntimeInfoStatelessNvdsMigrationState(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostScsiDisk(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostScsiDiskPartition(v), Err(e) => return Some(Err(e)) },
-        28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostScsiTopology(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostScsiTopologyInterface(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostScsiTopologyLun(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostScsiTopologyTarget(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSecuritySpec(v), Err(e) => return Some(Err(e)) },
-        33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSerialAttachedHba(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSerialAttachedTargetTransport(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostService(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostServiceConfig(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostServiceInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostScsiTopology(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostScsiTopologyInterface(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostScsiTopologyLun(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostScsiTopologyTarget(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSecuritySpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSerialAttachedHba(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSerialAttachedTargetTransport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostService(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostServiceConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostServiceInfo(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostServicePolicy(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostServiceSourcePackage(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostServiceTicket(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSevInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostServiceSourcePackage(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostServiceTicket(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSevInfo(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSevInfoSevState(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSgxInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSgxInfo(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSgxInfoFlcModes(v), Err(e) => return Some(Err(e)) },
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSgxInfoSgxStates(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSgxRegistrationInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSgxRegistrationInfo(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSgxRegistrationInfoRegistrationStatus(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSgxRegistrationInfoRegistrationType(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSharedGpuCapabilities(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSharedGpuCapabilities(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostShortNameInconsistentEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostShortNameToIpFailedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostShutdownEvent(v), Err(e) => return Some(Err(e)) },
@@ -483,14 +483,14 @@ fn decode(
         #[cfg(feature = "all-events")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSpecificationRequireEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSpecificationUpdateEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSriovConfig(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSriovDevicePoolInfo(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSriovInfo(v), Err(e) => return Some(Err(e)) },
-        68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSriovNetworkDevicePoolInfo(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSslThumbprintInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSriovDevicePoolInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSriovInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSriovNetworkDevicePoolInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSslThumbprintInfo(v), Err(e) => return Some(Err(e)) },
         70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStandbyMode(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 71 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStatusChangedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 72 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStorageArrayTypePolicyOption(v), Err(e) => return Some(Err(e)) },
-        73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStorageDeviceInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 73 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStorageDeviceInfo(v), Err(e) => return Some(Err(e)) },
         74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStorageElementInfo(v), Err(e) => return Some(Err(e)) },
         75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStorageOperationalInfo(v), Err(e) => return Some(Err(e)) },
         76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostStorageProtocol(v), Err(e) => return Some(Err(e)) },
@@ -505,11 +505,11 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::HostRdmaDevicePnicBacking(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostRdmaHba(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostRdmaTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostRdmaDevicePnicBacking(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostRdmaHba(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostRdmaTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostReconnectionFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostReliableMemoryInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostReliableMemoryInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostRemovedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostReplayUnsupportedReason(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostResignatureRescanResult(v) => std::fmt::Debug::fmt(&**v, f),
@@ -522,28 +522,28 @@ impl std::fmt::Debug for Object {
             Object::HostRuntimeInfoStatelessNvdsMigrationState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostScsiDisk(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostScsiDiskPartition(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostScsiTopology(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostScsiTopologyInterface(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostScsiTopologyLun(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostScsiTopologyTarget(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSecuritySpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSerialAttachedHba(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSerialAttachedTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostService(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostServiceInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostScsiTopology(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostScsiTopologyInterface(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostScsiTopologyLun(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostScsiTopologyTarget(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSecuritySpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSerialAttachedHba(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSerialAttachedTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostService(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostServiceInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostServicePolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostServiceSourcePackage(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostServiceTicket(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSevInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostServiceSourcePackage(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostServiceTicket(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSevInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSevInfoSevState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSgxInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSgxInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSgxInfoFlcModes(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSgxInfoSgxStates(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSgxRegistrationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSgxRegistrationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSgxRegistrationInfoRegistrationStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSgxRegistrationInfoRegistrationType(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSharedGpuCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSharedGpuCapabilities(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostShortNameInconsistentEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostShortNameToIpFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostShutdownEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -557,14 +557,14 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::HostSpecificationRequireEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostSpecificationUpdateEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostSriovConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSriovDevicePoolInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSriovInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSriovNetworkDevicePoolInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSslThumbprintInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSriovDevicePoolInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSriovInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSriovNetworkDevicePoolInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSslThumbprintInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostStandbyMode(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostStatusChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostStorageArrayTypePolicyOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostStorageDeviceInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostStorageDeviceInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostStorageElementInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostStorageOperationalInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostStorageProtocol(v) => std::fmt::Debug::fmt(&**v, f),
@@ -584,11 +584,11 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::HostRdmaDevicePnicBacking(_) => "HostRdmaDevicePnicBacking",
-            Object::HostRdmaHba(_) => "HostRdmaHba",
-            Object::HostRdmaTargetTransport(_) => "HostRdmaTargetTransport",
+            #[cfg(feature = "admin")] Object::HostRdmaDevicePnicBacking(_) => "HostRdmaDevicePnicBacking",
+            #[cfg(feature = "admin")] Object::HostRdmaHba(_) => "HostRdmaHba",
+            #[cfg(feature = "admin")] Object::HostRdmaTargetTransport(_) => "HostRdmaTargetTransport",
             #[cfg(feature = "all-events")] Object::HostReconnectionFailedEvent(_) => "HostReconnectionFailedEvent",
-            Object::HostReliableMemoryInfo(_) => "HostReliableMemoryInfo",
+            #[cfg(feature = "admin")] Object::HostReliableMemoryInfo(_) => "HostReliableMemoryInfo",
             #[cfg(feature = "all-events")] Object::HostRemovedEvent(_) => "HostRemovedEvent",
             Object::HostReplayUnsupportedReason(_) => "HostReplayUnsupportedReason",
             Object::HostResignatureRescanResult(_) => "HostResignatureRescanResult",
@@ -601,28 +601,28 @@ impl x::DataObject for Object {
             Object::HostRuntimeInfoStatelessNvdsMigrationState(_) => "HostRuntimeInfoStatelessNvdsMigrationState",
             Object::HostScsiDisk(_) => "HostScsiDisk",
             Object::HostScsiDiskPartition(_) => "HostScsiDiskPartition",
-            Object::HostScsiTopology(_) => "HostScsiTopology",
-            Object::HostScsiTopologyInterface(_) => "HostScsiTopologyInterface",
-            Object::HostScsiTopologyLun(_) => "HostScsiTopologyLun",
-            Object::HostScsiTopologyTarget(_) => "HostScsiTopologyTarget",
-            Object::HostSecuritySpec(_) => "HostSecuritySpec",
-            Object::HostSerialAttachedHba(_) => "HostSerialAttachedHba",
-            Object::HostSerialAttachedTargetTransport(_) => "HostSerialAttachedTargetTransport",
-            Object::HostService(_) => "HostService",
-            Object::HostServiceConfig(_) => "HostServiceConfig",
-            Object::HostServiceInfo(_) => "HostServiceInfo",
+            #[cfg(feature = "admin")] Object::HostScsiTopology(_) => "HostScsiTopology",
+            #[cfg(feature = "admin")] Object::HostScsiTopologyInterface(_) => "HostScsiTopologyInterface",
+            #[cfg(feature = "admin")] Object::HostScsiTopologyLun(_) => "HostScsiTopologyLun",
+            #[cfg(feature = "admin")] Object::HostScsiTopologyTarget(_) => "HostScsiTopologyTarget",
+            #[cfg(feature = "admin")] Object::HostSecuritySpec(_) => "HostSecuritySpec",
+            #[cfg(feature = "admin")] Object::HostSerialAttachedHba(_) => "HostSerialAttachedHba",
+            #[cfg(feature = "admin")] Object::HostSerialAttachedTargetTransport(_) => "HostSerialAttachedTargetTransport",
+            #[cfg(feature = "admin")] Object::HostService(_) => "HostService",
+            #[cfg(feature = "admin")] Object::HostServiceConfig(_) => "HostServiceConfig",
+            #[cfg(feature = "admin")] Object::HostServiceInfo(_) => "HostServiceInfo",
             Object::HostServicePolicy(_) => "HostServicePolicy",
-            Object::HostServiceSourcePackage(_) => "HostServiceSourcePackage",
-            Object::HostServiceTicket(_) => "HostServiceTicket",
-            Object::HostSevInfo(_) => "HostSevInfo",
+            #[cfg(feature = "admin")] Object::HostServiceSourcePackage(_) => "HostServiceSourcePackage",
+            #[cfg(feature = "admin")] Object::HostServiceTicket(_) => "HostServiceTicket",
+            #[cfg(feature = "admin")] Object::HostSevInfo(_) => "HostSevInfo",
             Object::HostSevInfoSevState(_) => "HostSevInfoSevState",
-            Object::HostSgxInfo(_) => "HostSgxInfo",
+            #[cfg(feature = "admin")] Object::HostSgxInfo(_) => "HostSgxInfo",
             Object::HostSgxInfoFlcModes(_) => "HostSgxInfoFlcModes",
             Object::HostSgxInfoSgxStates(_) => "HostSgxInfoSgxStates",
-            Object::HostSgxRegistrationInfo(_) => "HostSgxRegistrationInfo",
+            #[cfg(feature = "admin")] Object::HostSgxRegistrationInfo(_) => "HostSgxRegistrationInfo",
             Object::HostSgxRegistrationInfoRegistrationStatus(_) => "HostSgxRegistrationInfoRegistrationStatus",
             Object::HostSgxRegistrationInfoRegistrationType(_) => "HostSgxRegistrationInfoRegistrationType",
-            Object::HostSharedGpuCapabilities(_) => "HostSharedGpuCapabilities",
+            #[cfg(feature = "admin")] Object::HostSharedGpuCapabilities(_) => "HostSharedGpuCapabilities",
             #[cfg(feature = "all-events")] Object::HostShortNameInconsistentEvent(_) => "HostShortNameInconsistentEvent",
             #[cfg(feature = "all-events")] Object::HostShortNameToIpFailedEvent(_) => "HostShortNameToIpFailedEvent",
             #[cfg(feature = "all-events")] Object::HostShutdownEvent(_) => "HostShutdownEvent",
@@ -636,14 +636,14 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::HostSpecificationRequireEvent(_) => "HostSpecificationRequireEvent",
             #[cfg(feature = "all-events")] Object::HostSpecificationUpdateEvent(_) => "HostSpecificationUpdateEvent",
             #[cfg(feature = "admin")] Object::HostSriovConfig(_) => "HostSriovConfig",
-            Object::HostSriovDevicePoolInfo(_) => "HostSriovDevicePoolInfo",
-            Object::HostSriovInfo(_) => "HostSriovInfo",
-            Object::HostSriovNetworkDevicePoolInfo(_) => "HostSriovNetworkDevicePoolInfo",
-            Object::HostSslThumbprintInfo(_) => "HostSslThumbprintInfo",
+            #[cfg(feature = "admin")] Object::HostSriovDevicePoolInfo(_) => "HostSriovDevicePoolInfo",
+            #[cfg(feature = "admin")] Object::HostSriovInfo(_) => "HostSriovInfo",
+            #[cfg(feature = "admin")] Object::HostSriovNetworkDevicePoolInfo(_) => "HostSriovNetworkDevicePoolInfo",
+            #[cfg(feature = "admin")] Object::HostSslThumbprintInfo(_) => "HostSslThumbprintInfo",
             Object::HostStandbyMode(_) => "HostStandbyMode",
             #[cfg(feature = "all-events")] Object::HostStatusChangedEvent(_) => "HostStatusChangedEvent",
             #[cfg(feature = "admin")] Object::HostStorageArrayTypePolicyOption(_) => "HostStorageArrayTypePolicyOption",
-            Object::HostStorageDeviceInfo(_) => "HostStorageDeviceInfo",
+            #[cfg(feature = "admin")] Object::HostStorageDeviceInfo(_) => "HostStorageDeviceInfo",
             Object::HostStorageElementInfo(_) => "HostStorageElementInfo",
             Object::HostStorageOperationalInfo(_) => "HostStorageOperationalInfo",
             Object::HostStorageProtocol(_) => "HostStorageProtocol",
@@ -669,11 +669,11 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::HostRdmaDevicePnicBacking(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostRdmaHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostRdmaTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostRdmaDevicePnicBacking(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostRdmaHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostRdmaTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostReconnectionFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostReliableMemoryInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostReliableMemoryInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostRemovedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostReplayUnsupportedReason(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostResignatureRescanResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -686,28 +686,28 @@ impl x::DataObject for Object {
             Object::HostRuntimeInfoStatelessNvdsMigrationState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostScsiDisk(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostScsiDiskPartition(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostScsiTopology(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostScsiTopologyInterface(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostScsiTopologyLun(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostScsiTopologyTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSecuritySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSerialAttachedHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSerialAttachedTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostServiceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostScsiTopology(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostScsiTopologyInterface(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostScsiTopologyLun(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostScsiTopologyTarget(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSecuritySpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSerialAttachedHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSerialAttachedTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostServiceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostServicePolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostServiceSourcePackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostServiceTicket(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSevInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostServiceSourcePackage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostServiceTicket(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSevInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSevInfoSevState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSgxInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSgxInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSgxInfoFlcModes(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSgxInfoSgxStates(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSgxRegistrationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSgxRegistrationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSgxRegistrationInfoRegistrationStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSgxRegistrationInfoRegistrationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSharedGpuCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSharedGpuCapabilities(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostShortNameInconsistentEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostShortNameToIpFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostShutdownEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -721,14 +721,14 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::HostSpecificationRequireEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostSpecificationUpdateEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostSriovConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSriovDevicePoolInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSriovInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSriovNetworkDevicePoolInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSslThumbprintInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSriovDevicePoolInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSriovInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSriovNetworkDevicePoolInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSslThumbprintInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostStandbyMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostStatusChangedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostStorageArrayTypePolicyOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostStorageDeviceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostStorageDeviceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostStorageElementInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostStorageOperationalInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostStorageProtocol(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -740,7 +740,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectType for HostRdmaDevicePnicBacking {
+#[cfg(feature = "admin")] impl x::ObjectType for HostRdmaDevicePnicBacking {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -756,7 +756,7 @@ impl x::ObjectType for HostRdmaDevicePnicBacking {
     }
 }
 
-impl x::ObjectType for HostRdmaHba {
+#[cfg(feature = "admin")] impl x::ObjectType for HostRdmaHba {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -772,7 +772,7 @@ impl x::ObjectType for HostRdmaHba {
     }
 }
 
-impl x::ObjectType for HostRdmaTargetTransport {
+#[cfg(feature = "admin")] impl x::ObjectType for HostRdmaTargetTransport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -804,7 +804,7 @@ impl x::ObjectType for HostRdmaTargetTransport {
     }
 }
 
-impl x::ObjectType for HostReliableMemoryInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostReliableMemoryInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1012,7 +1012,7 @@ impl x::ObjectType for HostScsiDiskPartition {
     }
 }
 
-impl x::ObjectType for HostScsiTopology {
+#[cfg(feature = "admin")] impl x::ObjectType for HostScsiTopology {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1028,7 +1028,7 @@ impl x::ObjectType for HostScsiTopology {
     }
 }
 
-impl x::ObjectType for HostScsiTopologyInterface {
+#[cfg(feature = "admin")] impl x::ObjectType for HostScsiTopologyInterface {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1044,7 +1044,7 @@ impl x::ObjectType for HostScsiTopologyInterface {
     }
 }
 
-impl x::ObjectType for HostScsiTopologyLun {
+#[cfg(feature = "admin")] impl x::ObjectType for HostScsiTopologyLun {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1060,7 +1060,7 @@ impl x::ObjectType for HostScsiTopologyLun {
     }
 }
 
-impl x::ObjectType for HostScsiTopologyTarget {
+#[cfg(feature = "admin")] impl x::ObjectType for HostScsiTopologyTarget {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1076,7 +1076,7 @@ impl x::ObjectType for HostScsiTopologyTarget {
     }
 }
 
-impl x::ObjectType for HostSecuritySpec {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSecuritySpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1092,7 +1092,7 @@ impl x::ObjectType for HostSecuritySpec {
     }
 }
 
-impl x::ObjectType for HostSerialAttachedHba {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSerialAttachedHba {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1108,7 +1108,7 @@ impl x::ObjectType for HostSerialAttachedHba {
     }
 }
 
-impl x::ObjectType for HostSerialAttachedTargetTransport {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSerialAttachedTargetTransport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1124,7 +1124,7 @@ impl x::ObjectType for HostSerialAttachedTargetTransport {
     }
 }
 
-impl x::ObjectType for HostService {
+#[cfg(feature = "admin")] impl x::ObjectType for HostService {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1140,7 +1140,7 @@ impl x::ObjectType for HostService {
     }
 }
 
-impl x::ObjectType for HostServiceConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostServiceConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1156,7 +1156,7 @@ impl x::ObjectType for HostServiceConfig {
     }
 }
 
-impl x::ObjectType for HostServiceInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostServiceInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1188,7 +1188,7 @@ impl x::ObjectType for HostServicePolicy {
     }
 }
 
-impl x::ObjectType for HostServiceSourcePackage {
+#[cfg(feature = "admin")] impl x::ObjectType for HostServiceSourcePackage {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1204,7 +1204,7 @@ impl x::ObjectType for HostServiceSourcePackage {
     }
 }
 
-impl x::ObjectType for HostServiceTicket {
+#[cfg(feature = "admin")] impl x::ObjectType for HostServiceTicket {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1220,7 +1220,7 @@ impl x::ObjectType for HostServiceTicket {
     }
 }
 
-impl x::ObjectType for HostSevInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSevInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1252,7 +1252,7 @@ impl x::ObjectType for HostSevInfoSevState {
     }
 }
 
-impl x::ObjectType for HostSgxInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSgxInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1300,7 +1300,7 @@ impl x::ObjectType for HostSgxInfoSgxStates {
     }
 }
 
-impl x::ObjectType for HostSgxRegistrationInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSgxRegistrationInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1348,7 +1348,7 @@ impl x::ObjectType for HostSgxRegistrationInfoRegistrationType {
     }
 }
 
-impl x::ObjectType for HostSharedGpuCapabilities {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSharedGpuCapabilities {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1572,7 +1572,7 @@ impl x::ObjectType for HostSpecification {
     }
 }
 
-impl x::ObjectType for HostSriovDevicePoolInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSriovDevicePoolInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1588,7 +1588,7 @@ impl x::ObjectType for HostSriovDevicePoolInfo {
     }
 }
 
-impl x::ObjectType for HostSriovInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSriovInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1604,7 +1604,7 @@ impl x::ObjectType for HostSriovInfo {
     }
 }
 
-impl x::ObjectType for HostSriovNetworkDevicePoolInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSriovNetworkDevicePoolInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1620,7 +1620,7 @@ impl x::ObjectType for HostSriovNetworkDevicePoolInfo {
     }
 }
 
-impl x::ObjectType for HostSslThumbprintInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSslThumbprintInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1684,7 +1684,7 @@ impl x::ObjectType for HostStandbyMode {
     }
 }
 
-impl x::ObjectType for HostStorageDeviceInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostStorageDeviceInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -304,44 +304,44 @@ pub enum Object {
     #[cfg(feature = "all-events")] HostSubSpecificationDeleteEvent(Box<HostSubSpecificationDeleteEvent>),
     #[cfg(feature = "all-events")] HostSubSpecificationUpdateEvent(Box<HostSubSpecificationUpdateEvent>),
     #[cfg(feature = "all-events")] HostSyncFailedEvent(Box<HostSyncFailedEvent>),
-    HostSystemComplianceCheckState(Box<HostSystemComplianceCheckState>),
+    #[cfg(feature = "admin")] HostSystemComplianceCheckState(Box<HostSystemComplianceCheckState>),
     HostSystemConnectionState(Box<HostSystemConnectionState>),
     HostSystemHealthInfo(Box<HostSystemHealthInfo>),
     HostSystemIdentificationInfo(Box<HostSystemIdentificationInfo>),
     HostSystemIdentificationInfoIdentifier(Box<HostSystemIdentificationInfoIdentifier>),
-    HostSystemInfo(Box<HostSystemInfo>),
+    #[cfg(feature = "admin")] HostSystemInfo(Box<HostSystemInfo>),
     HostSystemPowerState(Box<HostSystemPowerState>),
     HostSystemReconnectSpec(Box<HostSystemReconnectSpec>),
-    HostSystemRemediationState(Box<HostSystemRemediationState>),
+    #[cfg(feature = "admin")] HostSystemRemediationState(Box<HostSystemRemediationState>),
     HostSystemRemediationStateState(Box<HostSystemRemediationStateState>),
     HostSystemResourceInfo(Box<HostSystemResourceInfo>),
-    HostSystemSwapConfiguration(Box<HostSystemSwapConfiguration>),
-    HostSystemSwapConfigurationDatastoreOption(Box<HostSystemSwapConfigurationDatastoreOption>),
-    HostSystemSwapConfigurationDisabledOption(Box<HostSystemSwapConfigurationDisabledOption>),
-    HostSystemSwapConfigurationHostCacheOption(Box<HostSystemSwapConfigurationHostCacheOption>),
-    HostSystemSwapConfigurationHostLocalSwapOption(Box<HostSystemSwapConfigurationHostLocalSwapOption>),
-    HostSystemSwapConfigurationSystemSwapOption(Box<HostSystemSwapConfigurationSystemSwapOption>),
-    HostTargetTransport(Box<HostTargetTransport>),
-    HostTcpHba(Box<HostTcpHba>),
+    #[cfg(feature = "admin")] HostSystemSwapConfiguration(Box<HostSystemSwapConfiguration>),
+    #[cfg(feature = "admin")] HostSystemSwapConfigurationDatastoreOption(Box<HostSystemSwapConfigurationDatastoreOption>),
+    #[cfg(feature = "admin")] HostSystemSwapConfigurationDisabledOption(Box<HostSystemSwapConfigurationDisabledOption>),
+    #[cfg(feature = "admin")] HostSystemSwapConfigurationHostCacheOption(Box<HostSystemSwapConfigurationHostCacheOption>),
+    #[cfg(feature = "admin")] HostSystemSwapConfigurationHostLocalSwapOption(Box<HostSystemSwapConfigurationHostLocalSwapOption>),
+    #[cfg(feature = "admin")] HostSystemSwapConfigurationSystemSwapOption(Box<HostSystemSwapConfigurationSystemSwapOption>),
+    #[cfg(feature = "admin")] HostTargetTransport(Box<HostTargetTransport>),
+    #[cfg(feature = "admin")] HostTcpHba(Box<HostTcpHba>),
     #[cfg(feature = "admin")] HostTcpHbaCreateSpec(Box<HostTcpHbaCreateSpec>),
-    HostTcpTargetTransport(Box<HostTcpTargetTransport>),
-    HostTdxInfo(Box<HostTdxInfo>),
+    #[cfg(feature = "admin")] HostTcpTargetTransport(Box<HostTcpTargetTransport>),
+    #[cfg(feature = "admin")] HostTdxInfo(Box<HostTdxInfo>),
     HostTdxInfoTdxState(Box<HostTdxInfoTdxState>),
     HostTpmAttestationInfo(Box<HostTpmAttestationInfo>),
     HostTpmAttestationInfoAcceptanceStatus(Box<HostTpmAttestationInfoAcceptanceStatus>),
-    HostTpmAttestationReport(Box<HostTpmAttestationReport>),
-    HostTpmBootCompleteEventDetails(Box<HostTpmBootCompleteEventDetails>),
-    HostTpmBootSecurityOptionEventDetails(Box<HostTpmBootSecurityOptionEventDetails>),
-    HostTpmCommandEventDetails(Box<HostTpmCommandEventDetails>),
+    #[cfg(feature = "admin")] HostTpmAttestationReport(Box<HostTpmAttestationReport>),
+    #[cfg(feature = "admin")] HostTpmBootCompleteEventDetails(Box<HostTpmBootCompleteEventDetails>),
+    #[cfg(feature = "admin")] HostTpmBootSecurityOptionEventDetails(Box<HostTpmBootSecurityOptionEventDetails>),
+    #[cfg(feature = "admin")] HostTpmCommandEventDetails(Box<HostTpmCommandEventDetails>),
     HostTpmDigestInfo(Box<HostTpmDigestInfo>),
-    HostTpmEventDetails(Box<HostTpmEventDetails>),
-    HostTpmEventLogEntry(Box<HostTpmEventLogEntry>),
-    HostTpmNvTagEventDetails(Box<HostTpmNvTagEventDetails>),
-    HostTpmOptionEventDetails(Box<HostTpmOptionEventDetails>),
-    HostTpmSignerEventDetails(Box<HostTpmSignerEventDetails>),
-    HostTpmSoftwareComponentEventDetails(Box<HostTpmSoftwareComponentEventDetails>),
-    HostTpmSystemVersionEventDetails(Box<HostTpmSystemVersionEventDetails>),
-    HostTpmVersionEventDetails(Box<HostTpmVersionEventDetails>),
+    #[cfg(feature = "admin")] HostTpmEventDetails(Box<HostTpmEventDetails>),
+    #[cfg(feature = "admin")] HostTpmEventLogEntry(Box<HostTpmEventLogEntry>),
+    #[cfg(feature = "admin")] HostTpmNvTagEventDetails(Box<HostTpmNvTagEventDetails>),
+    #[cfg(feature = "admin")] HostTpmOptionEventDetails(Box<HostTpmOptionEventDetails>),
+    #[cfg(feature = "admin")] HostTpmSignerEventDetails(Box<HostTpmSignerEventDetails>),
+    #[cfg(feature = "admin")] HostTpmSoftwareComponentEventDetails(Box<HostTpmSoftwareComponentEventDetails>),
+    #[cfg(feature = "admin")] HostTpmSystemVersionEventDetails(Box<HostTpmSystemVersionEventDetails>),
+    #[cfg(feature = "admin")] HostTpmVersionEventDetails(Box<HostTpmVersionEventDetails>),
     HostTrustAuthorityAttestationInfo(Box<HostTrustAuthorityAttestationInfo>),
     HostTrustAuthorityAttestationInfoAttestationStatus(Box<HostTrustAuthorityAttestationInfoAttestationStatus>),
     HostUnresolvedVmfsExtent(Box<HostUnresolvedVmfsExtent>),
@@ -354,21 +354,21 @@ pub enum Object {
     HostUnresolvedVmfsVolumeResolveStatus(Box<HostUnresolvedVmfsVolumeResolveStatus>),
     #[cfg(feature = "all-events")] HostUpgradeFailedEvent(Box<HostUpgradeFailedEvent>),
     #[cfg(feature = "all-events")] HostUserWorldSwapNotEnabledEvent(Box<HostUserWorldSwapNotEnabledEvent>),
-    HostVFlashManagerVFlashCacheConfigInfo(Box<HostVFlashManagerVFlashCacheConfigInfo>),
+    #[cfg(feature = "admin")] HostVFlashManagerVFlashCacheConfigInfo(Box<HostVFlashManagerVFlashCacheConfigInfo>),
     HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(Box<HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption>),
     #[cfg(feature = "admin")] HostVFlashManagerVFlashCacheConfigSpec(Box<HostVFlashManagerVFlashCacheConfigSpec>),
-    HostVFlashManagerVFlashConfigInfo(Box<HostVFlashManagerVFlashConfigInfo>),
-    HostVFlashManagerVFlashResourceConfigInfo(Box<HostVFlashManagerVFlashResourceConfigInfo>),
+    #[cfg(feature = "admin")] HostVFlashManagerVFlashConfigInfo(Box<HostVFlashManagerVFlashConfigInfo>),
+    #[cfg(feature = "admin")] HostVFlashManagerVFlashResourceConfigInfo(Box<HostVFlashManagerVFlashResourceConfigInfo>),
     #[cfg(feature = "admin")] HostVFlashManagerVFlashResourceConfigSpec(Box<HostVFlashManagerVFlashResourceConfigSpec>),
     HostVFlashManagerVFlashResourceRunTimeInfo(Box<HostVFlashManagerVFlashResourceRunTimeInfo>),
     HostVFlashResourceConfigurationResult(Box<HostVFlashResourceConfigurationResult>),
     HostVMotionCompatibility(Box<HostVMotionCompatibility>),
     HostVMotionConfig(Box<HostVMotionConfig>),
-    HostVMotionInfo(Box<HostVMotionInfo>),
+    #[cfg(feature = "admin")] HostVMotionInfo(Box<HostVMotionInfo>),
     HostVMotionManagerDstInstantCloneResult(Box<HostVMotionManagerDstInstantCloneResult>),
     HostVMotionManagerSrcInstantCloneResult(Box<HostVMotionManagerSrcInstantCloneResult>),
-    HostVMotionNetConfig(Box<HostVMotionNetConfig>),
-    HostVfatVolume(Box<HostVfatVolume>),
+    #[cfg(feature = "admin")] HostVMotionNetConfig(Box<HostVMotionNetConfig>),
+    #[cfg(feature = "admin")] HostVfatVolume(Box<HostVfatVolume>),
     #[cfg(feature = "admin")] HostVffsSpec(Box<HostVffsSpec>),
 }
 
@@ -388,44 +388,44 @@ fn decode(
         #[cfg(feature = "all-events")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSubSpecificationDeleteEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSubSpecificationUpdateEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSyncFailedEvent(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemComplianceCheckState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemComplianceCheckState(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemConnectionState(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemHealthInfo(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemIdentificationInfo(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemIdentificationInfoIdentifier(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemInfo(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemPowerState(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemReconnectSpec(v), Err(e) => return Some(Err(e)) },
-        12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemRemediationState(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemRemediationState(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemRemediationStateState(v), Err(e) => return Some(Err(e)) },
         14 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemResourceInfo(v), Err(e) => return Some(Err(e)) },
-        15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemSwapConfiguration(v), Err(e) => return Some(Err(e)) },
-        16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemSwapConfigurationDatastoreOption(v), Err(e) => return Some(Err(e)) },
-        17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemSwapConfigurationDisabledOption(v), Err(e) => return Some(Err(e)) },
-        18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemSwapConfigurationHostCacheOption(v), Err(e) => return Some(Err(e)) },
-        19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemSwapConfigurationHostLocalSwapOption(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemSwapConfigurationSystemSwapOption(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTargetTransport(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTcpHba(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 15 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemSwapConfiguration(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemSwapConfigurationDatastoreOption(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemSwapConfigurationDisabledOption(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemSwapConfigurationHostCacheOption(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemSwapConfigurationHostLocalSwapOption(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostSystemSwapConfigurationSystemSwapOption(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTargetTransport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTcpHba(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTcpHbaCreateSpec(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTcpTargetTransport(v), Err(e) => return Some(Err(e)) },
-        25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTdxInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTcpTargetTransport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTdxInfo(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTdxInfoTdxState(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmAttestationInfo(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmAttestationInfoAcceptanceStatus(v), Err(e) => return Some(Err(e)) },
-        29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmAttestationReport(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmBootCompleteEventDetails(v), Err(e) => return Some(Err(e)) },
-        31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmBootSecurityOptionEventDetails(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmCommandEventDetails(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmAttestationReport(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmBootCompleteEventDetails(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmBootSecurityOptionEventDetails(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmCommandEventDetails(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmDigestInfo(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmEventDetails(v), Err(e) => return Some(Err(e)) },
-        35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmEventLogEntry(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmNvTagEventDetails(v), Err(e) => return Some(Err(e)) },
-        37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmOptionEventDetails(v), Err(e) => return Some(Err(e)) },
-        38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmSignerEventDetails(v), Err(e) => return Some(Err(e)) },
-        39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmSoftwareComponentEventDetails(v), Err(e) => return Some(Err(e)) },
-        40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmSystemVersionEventDetails(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmVersionEventDetails(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmEventDetails(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmEventLogEntry(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmNvTagEventDetails(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmOptionEventDetails(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmSignerEventDetails(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmSoftwareComponentEventDetails(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmSystemVersionEventDetails(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTpmVersionEventDetails(v), Err(e) => return Some(Err(e)) },
         42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTrustAuthorityAttestationInfo(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostTrustAuthorityAttestationInfoAttestationStatus(v), Err(e) => return Some(Err(e)) },
         44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUnresolvedVmfsExtent(v), Err(e) => return Some(Err(e)) },
@@ -438,21 +438,21 @@ fn decode(
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUnresolvedVmfsVolumeResolveStatus(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUpgradeFailedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostUserWorldSwapNotEnabledEvent(v), Err(e) => return Some(Err(e)) },
-        56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashCacheConfigInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashCacheConfigInfo(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashCacheConfigSpec(v), Err(e) => return Some(Err(e)) },
-        59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashConfigInfo(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashResourceConfigInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashConfigInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashResourceConfigInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashResourceConfigSpec(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashManagerVFlashResourceRunTimeInfo(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVFlashResourceConfigurationResult(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVMotionCompatibility(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVMotionConfig(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVMotionInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVMotionInfo(v), Err(e) => return Some(Err(e)) },
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVMotionManagerDstInstantCloneResult(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVMotionManagerSrcInstantCloneResult(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVMotionNetConfig(v), Err(e) => return Some(Err(e)) },
-        75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVfatVolume(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVMotionNetConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVfatVolume(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostVffsSpec(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
@@ -466,44 +466,44 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::HostSubSpecificationDeleteEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostSubSpecificationUpdateEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostSyncFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSystemComplianceCheckState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSystemComplianceCheckState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSystemConnectionState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSystemHealthInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSystemIdentificationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSystemIdentificationInfoIdentifier(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSystemInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSystemInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSystemPowerState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSystemReconnectSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSystemRemediationState(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSystemRemediationState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSystemRemediationStateState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostSystemResourceInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSystemSwapConfiguration(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSystemSwapConfigurationDatastoreOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSystemSwapConfigurationDisabledOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSystemSwapConfigurationHostCacheOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSystemSwapConfigurationHostLocalSwapOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostSystemSwapConfigurationSystemSwapOption(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostTcpHba(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSystemSwapConfiguration(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSystemSwapConfigurationDatastoreOption(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSystemSwapConfigurationDisabledOption(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSystemSwapConfigurationHostCacheOption(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSystemSwapConfigurationHostLocalSwapOption(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostSystemSwapConfigurationSystemSwapOption(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostTcpHba(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostTcpHbaCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostTcpTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostTdxInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostTcpTargetTransport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostTdxInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostTdxInfoTdxState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostTpmAttestationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostTpmAttestationInfoAcceptanceStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostTpmAttestationReport(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostTpmBootCompleteEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostTpmBootSecurityOptionEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostTpmCommandEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostTpmAttestationReport(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostTpmBootCompleteEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostTpmBootSecurityOptionEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostTpmCommandEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostTpmDigestInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostTpmEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostTpmEventLogEntry(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostTpmNvTagEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostTpmOptionEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostTpmSignerEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostTpmSoftwareComponentEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostTpmSystemVersionEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostTpmVersionEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostTpmEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostTpmEventLogEntry(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostTpmNvTagEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostTpmOptionEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostTpmSignerEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostTpmSoftwareComponentEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostTpmSystemVersionEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostTpmVersionEventDetails(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostTrustAuthorityAttestationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostTrustAuthorityAttestationInfoAttestationStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostUnresolvedVmfsExtent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -516,21 +516,21 @@ impl std::fmt::Debug for Object {
             Object::HostUnresolvedVmfsVolumeResolveStatus(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostUpgradeFailedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::HostUserWorldSwapNotEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVFlashManagerVFlashCacheConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashCacheConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashCacheConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVFlashManagerVFlashConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVFlashManagerVFlashResourceConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashResourceConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashResourceConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVFlashManagerVFlashResourceRunTimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVFlashResourceConfigurationResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVMotionCompatibility(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVMotionConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVMotionInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVMotionInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVMotionManagerDstInstantCloneResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostVMotionManagerSrcInstantCloneResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVMotionNetConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostVfatVolume(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVMotionNetConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostVfatVolume(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::HostVffsSpec(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
@@ -549,44 +549,44 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::HostSubSpecificationDeleteEvent(_) => "HostSubSpecificationDeleteEvent",
             #[cfg(feature = "all-events")] Object::HostSubSpecificationUpdateEvent(_) => "HostSubSpecificationUpdateEvent",
             #[cfg(feature = "all-events")] Object::HostSyncFailedEvent(_) => "HostSyncFailedEvent",
-            Object::HostSystemComplianceCheckState(_) => "HostSystemComplianceCheckState",
+            #[cfg(feature = "admin")] Object::HostSystemComplianceCheckState(_) => "HostSystemComplianceCheckState",
             Object::HostSystemConnectionState(_) => "HostSystemConnectionState",
             Object::HostSystemHealthInfo(_) => "HostSystemHealthInfo",
             Object::HostSystemIdentificationInfo(_) => "HostSystemIdentificationInfo",
             Object::HostSystemIdentificationInfoIdentifier(_) => "HostSystemIdentificationInfoIdentifier",
-            Object::HostSystemInfo(_) => "HostSystemInfo",
+            #[cfg(feature = "admin")] Object::HostSystemInfo(_) => "HostSystemInfo",
             Object::HostSystemPowerState(_) => "HostSystemPowerState",
             Object::HostSystemReconnectSpec(_) => "HostSystemReconnectSpec",
-            Object::HostSystemRemediationState(_) => "HostSystemRemediationState",
+            #[cfg(feature = "admin")] Object::HostSystemRemediationState(_) => "HostSystemRemediationState",
             Object::HostSystemRemediationStateState(_) => "HostSystemRemediationStateState",
             Object::HostSystemResourceInfo(_) => "HostSystemResourceInfo",
-            Object::HostSystemSwapConfiguration(_) => "HostSystemSwapConfiguration",
-            Object::HostSystemSwapConfigurationDatastoreOption(_) => "HostSystemSwapConfigurationDatastoreOption",
-            Object::HostSystemSwapConfigurationDisabledOption(_) => "HostSystemSwapConfigurationDisabledOption",
-            Object::HostSystemSwapConfigurationHostCacheOption(_) => "HostSystemSwapConfigurationHostCacheOption",
-            Object::HostSystemSwapConfigurationHostLocalSwapOption(_) => "HostSystemSwapConfigurationHostLocalSwapOption",
-            Object::HostSystemSwapConfigurationSystemSwapOption(_) => "HostSystemSwapConfigurationSystemSwapOption",
-            Object::HostTargetTransport(_) => "HostTargetTransport",
-            Object::HostTcpHba(_) => "HostTcpHba",
+            #[cfg(feature = "admin")] Object::HostSystemSwapConfiguration(_) => "HostSystemSwapConfiguration",
+            #[cfg(feature = "admin")] Object::HostSystemSwapConfigurationDatastoreOption(_) => "HostSystemSwapConfigurationDatastoreOption",
+            #[cfg(feature = "admin")] Object::HostSystemSwapConfigurationDisabledOption(_) => "HostSystemSwapConfigurationDisabledOption",
+            #[cfg(feature = "admin")] Object::HostSystemSwapConfigurationHostCacheOption(_) => "HostSystemSwapConfigurationHostCacheOption",
+            #[cfg(feature = "admin")] Object::HostSystemSwapConfigurationHostLocalSwapOption(_) => "HostSystemSwapConfigurationHostLocalSwapOption",
+            #[cfg(feature = "admin")] Object::HostSystemSwapConfigurationSystemSwapOption(_) => "HostSystemSwapConfigurationSystemSwapOption",
+            #[cfg(feature = "admin")] Object::HostTargetTransport(_) => "HostTargetTransport",
+            #[cfg(feature = "admin")] Object::HostTcpHba(_) => "HostTcpHba",
             #[cfg(feature = "admin")] Object::HostTcpHbaCreateSpec(_) => "HostTcpHbaCreateSpec",
-            Object::HostTcpTargetTransport(_) => "HostTcpTargetTransport",
-            Object::HostTdxInfo(_) => "HostTdxInfo",
+            #[cfg(feature = "admin")] Object::HostTcpTargetTransport(_) => "HostTcpTargetTransport",
+            #[cfg(feature = "admin")] Object::HostTdxInfo(_) => "HostTdxInfo",
             Object::HostTdxInfoTdxState(_) => "HostTdxInfoTdxState",
             Object::HostTpmAttestationInfo(_) => "HostTpmAttestationInfo",
             Object::HostTpmAttestationInfoAcceptanceStatus(_) => "HostTpmAttestationInfoAcceptanceStatus",
-            Object::HostTpmAttestationReport(_) => "HostTpmAttestationReport",
-            Object::HostTpmBootCompleteEventDetails(_) => "HostTpmBootCompleteEventDetails",
-            Object::HostTpmBootSecurityOptionEventDetails(_) => "HostTpmBootSecurityOptionEventDetails",
-            Object::HostTpmCommandEventDetails(_) => "HostTpmCommandEventDetails",
+            #[cfg(feature = "admin")] Object::HostTpmAttestationReport(_) => "HostTpmAttestationReport",
+            #[cfg(feature = "admin")] Object::HostTpmBootCompleteEventDetails(_) => "HostTpmBootCompleteEventDetails",
+            #[cfg(feature = "admin")] Object::HostTpmBootSecurityOptionEventDetails(_) => "HostTpmBootSecurityOptionEventDetails",
+            #[cfg(feature = "admin")] Object::HostTpmCommandEventDetails(_) => "HostTpmCommandEventDetails",
             Object::HostTpmDigestInfo(_) => "HostTpmDigestInfo",
-            Object::HostTpmEventDetails(_) => "HostTpmEventDetails",
-            Object::HostTpmEventLogEntry(_) => "HostTpmEventLogEntry",
-            Object::HostTpmNvTagEventDetails(_) => "HostTpmNvTagEventDetails",
-            Object::HostTpmOptionEventDetails(_) => "HostTpmOptionEventDetails",
-            Object::HostTpmSignerEventDetails(_) => "HostTpmSignerEventDetails",
-            Object::HostTpmSoftwareComponentEventDetails(_) => "HostTpmSoftwareComponentEventDetails",
-            Object::HostTpmSystemVersionEventDetails(_) => "HostTpmSystemVersionEventDetails",
-            Object::HostTpmVersionEventDetails(_) => "HostTpmVersionEventDetails",
+            #[cfg(feature = "admin")] Object::HostTpmEventDetails(_) => "HostTpmEventDetails",
+            #[cfg(feature = "admin")] Object::HostTpmEventLogEntry(_) => "HostTpmEventLogEntry",
+            #[cfg(feature = "admin")] Object::HostTpmNvTagEventDetails(_) => "HostTpmNvTagEventDetails",
+            #[cfg(feature = "admin")] Object::HostTpmOptionEventDetails(_) => "HostTpmOptionEventDetails",
+            #[cfg(feature = "admin")] Object::HostTpmSignerEventDetails(_) => "HostTpmSignerEventDetails",
+            #[cfg(feature = "admin")] Object::HostTpmSoftwareComponentEventDetails(_) => "HostTpmSoftwareComponentEventDetails",
+            #[cfg(feature = "admin")] Object::HostTpmSystemVersionEventDetails(_) => "HostTpmSystemVersionEventDetails",
+            #[cfg(feature = "admin")] Object::HostTpmVersionEventDetails(_) => "HostTpmVersionEventDetails",
             Object::HostTrustAuthorityAttestationInfo(_) => "HostTrustAuthorityAttestationInfo",
             Object::HostTrustAuthorityAttestationInfoAttestationStatus(_) => "HostTrustAuthorityAttestationInfoAttestationStatus",
             Object::HostUnresolvedVmfsExtent(_) => "HostUnresolvedVmfsExtent",
@@ -599,21 +599,21 @@ impl x::DataObject for Object {
             Object::HostUnresolvedVmfsVolumeResolveStatus(_) => "HostUnresolvedVmfsVolumeResolveStatus",
             #[cfg(feature = "all-events")] Object::HostUpgradeFailedEvent(_) => "HostUpgradeFailedEvent",
             #[cfg(feature = "all-events")] Object::HostUserWorldSwapNotEnabledEvent(_) => "HostUserWorldSwapNotEnabledEvent",
-            Object::HostVFlashManagerVFlashCacheConfigInfo(_) => "HostVFlashManagerVFlashCacheConfigInfo",
+            #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashCacheConfigInfo(_) => "HostVFlashManagerVFlashCacheConfigInfo",
             Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(_) => "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption",
             #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashCacheConfigSpec(_) => "HostVFlashManagerVFlashCacheConfigSpec",
-            Object::HostVFlashManagerVFlashConfigInfo(_) => "HostVFlashManagerVFlashConfigInfo",
-            Object::HostVFlashManagerVFlashResourceConfigInfo(_) => "HostVFlashManagerVFlashResourceConfigInfo",
+            #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashConfigInfo(_) => "HostVFlashManagerVFlashConfigInfo",
+            #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashResourceConfigInfo(_) => "HostVFlashManagerVFlashResourceConfigInfo",
             #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashResourceConfigSpec(_) => "HostVFlashManagerVFlashResourceConfigSpec",
             Object::HostVFlashManagerVFlashResourceRunTimeInfo(_) => "HostVFlashManagerVFlashResourceRunTimeInfo",
             Object::HostVFlashResourceConfigurationResult(_) => "HostVFlashResourceConfigurationResult",
             Object::HostVMotionCompatibility(_) => "HostVMotionCompatibility",
             Object::HostVMotionConfig(_) => "HostVMotionConfig",
-            Object::HostVMotionInfo(_) => "HostVMotionInfo",
+            #[cfg(feature = "admin")] Object::HostVMotionInfo(_) => "HostVMotionInfo",
             Object::HostVMotionManagerDstInstantCloneResult(_) => "HostVMotionManagerDstInstantCloneResult",
             Object::HostVMotionManagerSrcInstantCloneResult(_) => "HostVMotionManagerSrcInstantCloneResult",
-            Object::HostVMotionNetConfig(_) => "HostVMotionNetConfig",
-            Object::HostVfatVolume(_) => "HostVfatVolume",
+            #[cfg(feature = "admin")] Object::HostVMotionNetConfig(_) => "HostVMotionNetConfig",
+            #[cfg(feature = "admin")] Object::HostVfatVolume(_) => "HostVfatVolume",
             #[cfg(feature = "admin")] Object::HostVffsSpec(_) => "HostVffsSpec",
         }
     }
@@ -638,44 +638,44 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::HostSubSpecificationDeleteEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostSubSpecificationUpdateEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostSyncFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSystemComplianceCheckState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSystemComplianceCheckState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSystemConnectionState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSystemHealthInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSystemIdentificationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSystemIdentificationInfoIdentifier(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSystemInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSystemInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSystemPowerState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSystemReconnectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSystemRemediationState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSystemRemediationState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSystemRemediationStateState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostSystemResourceInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSystemSwapConfiguration(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSystemSwapConfigurationDatastoreOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSystemSwapConfigurationDisabledOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSystemSwapConfigurationHostCacheOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSystemSwapConfigurationHostLocalSwapOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostSystemSwapConfigurationSystemSwapOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostTcpHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSystemSwapConfiguration(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSystemSwapConfigurationDatastoreOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSystemSwapConfigurationDisabledOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSystemSwapConfigurationHostCacheOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSystemSwapConfigurationHostLocalSwapOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostSystemSwapConfigurationSystemSwapOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostTcpHba(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostTcpHbaCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostTcpTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostTdxInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostTcpTargetTransport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostTdxInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostTdxInfoTdxState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostTpmAttestationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostTpmAttestationInfoAcceptanceStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostTpmAttestationReport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostTpmBootCompleteEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostTpmBootSecurityOptionEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostTpmCommandEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostTpmAttestationReport(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostTpmBootCompleteEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostTpmBootSecurityOptionEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostTpmCommandEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostTpmDigestInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostTpmEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostTpmEventLogEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostTpmNvTagEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostTpmOptionEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostTpmSignerEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostTpmSoftwareComponentEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostTpmSystemVersionEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostTpmVersionEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostTpmEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostTpmEventLogEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostTpmNvTagEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostTpmOptionEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostTpmSignerEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostTpmSoftwareComponentEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostTpmSystemVersionEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostTpmVersionEventDetails(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostTrustAuthorityAttestationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostTrustAuthorityAttestationInfoAttestationStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostUnresolvedVmfsExtent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -688,21 +688,21 @@ impl x::DataObject for Object {
             Object::HostUnresolvedVmfsVolumeResolveStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostUpgradeFailedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::HostUserWorldSwapNotEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVFlashManagerVFlashCacheConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashCacheConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashCacheConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVFlashManagerVFlashConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVFlashManagerVFlashResourceConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashResourceConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostVFlashManagerVFlashResourceConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVFlashManagerVFlashResourceRunTimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVFlashResourceConfigurationResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVMotionCompatibility(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVMotionConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVMotionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVMotionInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVMotionManagerDstInstantCloneResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostVMotionManagerSrcInstantCloneResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVMotionNetConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostVfatVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVMotionNetConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostVfatVolume(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::HostVffsSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
@@ -773,7 +773,7 @@ impl x::ObjectType for HostSubSpecification {
     }
 }
 
-impl x::ObjectType for HostSystemComplianceCheckState {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSystemComplianceCheckState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -853,7 +853,7 @@ impl x::ObjectType for HostSystemIdentificationInfoIdentifier {
     }
 }
 
-impl x::ObjectType for HostSystemInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSystemInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -901,7 +901,7 @@ impl x::ObjectType for HostSystemReconnectSpec {
     }
 }
 
-impl x::ObjectType for HostSystemRemediationState {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSystemRemediationState {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -949,7 +949,7 @@ impl x::ObjectType for HostSystemResourceInfo {
     }
 }
 
-impl x::ObjectType for HostSystemSwapConfiguration {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSystemSwapConfiguration {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -965,7 +965,7 @@ impl x::ObjectType for HostSystemSwapConfiguration {
     }
 }
 
-impl x::ObjectType for HostSystemSwapConfigurationDatastoreOption {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSystemSwapConfigurationDatastoreOption {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -981,7 +981,7 @@ impl x::ObjectType for HostSystemSwapConfigurationDatastoreOption {
     }
 }
 
-impl x::ObjectType for HostSystemSwapConfigurationDisabledOption {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSystemSwapConfigurationDisabledOption {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -997,7 +997,7 @@ impl x::ObjectType for HostSystemSwapConfigurationDisabledOption {
     }
 }
 
-impl x::ObjectType for HostSystemSwapConfigurationHostCacheOption {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSystemSwapConfigurationHostCacheOption {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1013,7 +1013,7 @@ impl x::ObjectType for HostSystemSwapConfigurationHostCacheOption {
     }
 }
 
-impl x::ObjectType for HostSystemSwapConfigurationHostLocalSwapOption {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSystemSwapConfigurationHostLocalSwapOption {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1029,7 +1029,7 @@ impl x::ObjectType for HostSystemSwapConfigurationHostLocalSwapOption {
     }
 }
 
-impl x::ObjectType for HostSystemSwapConfigurationSystemSwapOption {
+#[cfg(feature = "admin")] impl x::ObjectType for HostSystemSwapConfigurationSystemSwapOption {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1045,7 +1045,7 @@ impl x::ObjectType for HostSystemSwapConfigurationSystemSwapOption {
     }
 }
 
-impl x::ObjectType for HostTargetTransport {
+#[cfg(feature = "admin")] impl x::ObjectType for HostTargetTransport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1061,7 +1061,7 @@ impl x::ObjectType for HostTargetTransport {
     }
 }
 
-impl x::ObjectType for HostTcpHba {
+#[cfg(feature = "admin")] impl x::ObjectType for HostTcpHba {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1093,7 +1093,7 @@ impl x::ObjectType for HostTcpHba {
     }
 }
 
-impl x::ObjectType for HostTcpTargetTransport {
+#[cfg(feature = "admin")] impl x::ObjectType for HostTcpTargetTransport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1109,7 +1109,7 @@ impl x::ObjectType for HostTcpTargetTransport {
     }
 }
 
-impl x::ObjectType for HostTdxInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostTdxInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1173,7 +1173,7 @@ impl x::ObjectType for HostTpmAttestationInfoAcceptanceStatus {
     }
 }
 
-impl x::ObjectType for HostTpmAttestationReport {
+#[cfg(feature = "admin")] impl x::ObjectType for HostTpmAttestationReport {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1189,7 +1189,7 @@ impl x::ObjectType for HostTpmAttestationReport {
     }
 }
 
-impl x::ObjectType for HostTpmBootCompleteEventDetails {
+#[cfg(feature = "admin")] impl x::ObjectType for HostTpmBootCompleteEventDetails {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1205,7 +1205,7 @@ impl x::ObjectType for HostTpmBootCompleteEventDetails {
     }
 }
 
-impl x::ObjectType for HostTpmBootSecurityOptionEventDetails {
+#[cfg(feature = "admin")] impl x::ObjectType for HostTpmBootSecurityOptionEventDetails {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1221,7 +1221,7 @@ impl x::ObjectType for HostTpmBootSecurityOptionEventDetails {
     }
 }
 
-impl x::ObjectType for HostTpmCommandEventDetails {
+#[cfg(feature = "admin")] impl x::ObjectType for HostTpmCommandEventDetails {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1253,7 +1253,7 @@ impl x::ObjectType for HostTpmDigestInfo {
     }
 }
 
-impl x::ObjectType for HostTpmEventDetails {
+#[cfg(feature = "admin")] impl x::ObjectType for HostTpmEventDetails {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1269,7 +1269,7 @@ impl x::ObjectType for HostTpmEventDetails {
     }
 }
 
-impl x::ObjectType for HostTpmEventLogEntry {
+#[cfg(feature = "admin")] impl x::ObjectType for HostTpmEventLogEntry {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1285,7 +1285,7 @@ impl x::ObjectType for HostTpmEventLogEntry {
     }
 }
 
-impl x::ObjectType for HostTpmNvTagEventDetails {
+#[cfg(feature = "admin")] impl x::ObjectType for HostTpmNvTagEventDetails {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1301,7 +1301,7 @@ impl x::ObjectType for HostTpmNvTagEventDetails {
     }
 }
 
-impl x::ObjectType for HostTpmOptionEventDetails {
+#[cfg(feature = "admin")] impl x::ObjectType for HostTpmOptionEventDetails {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1317,7 +1317,7 @@ impl x::ObjectType for HostTpmOptionEventDetails {
     }
 }
 
-impl x::ObjectType for HostTpmSignerEventDetails {
+#[cfg(feature = "admin")] impl x::ObjectType for HostTpmSignerEventDetails {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1333,7 +1333,7 @@ impl x::ObjectType for HostTpmSignerEventDetails {
     }
 }
 
-impl x::ObjectType for HostTpmSoftwareComponentEventDetails {
+#[cfg(feature = "admin")] impl x::ObjectType for HostTpmSoftwareComponentEventDetails {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1349,7 +1349,7 @@ impl x::ObjectType for HostTpmSoftwareComponentEventDetails {
     }
 }
 
-impl x::ObjectType for HostTpmSystemVersionEventDetails {
+#[cfg(feature = "admin")] impl x::ObjectType for HostTpmSystemVersionEventDetails {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1365,7 +1365,7 @@ impl x::ObjectType for HostTpmSystemVersionEventDetails {
     }
 }
 
-impl x::ObjectType for HostTpmVersionEventDetails {
+#[cfg(feature = "admin")] impl x::ObjectType for HostTpmVersionEventDetails {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1573,7 +1573,7 @@ impl x::ObjectType for HostUnresolvedVmfsVolumeResolveStatus {
     }
 }
 
-impl x::ObjectType for HostVFlashManagerVFlashCacheConfigInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVFlashManagerVFlashCacheConfigInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1621,7 +1621,7 @@ impl x::ObjectType for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigO
     }
 }
 
-impl x::ObjectType for HostVFlashManagerVFlashConfigInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVFlashManagerVFlashConfigInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1637,7 +1637,7 @@ impl x::ObjectType for HostVFlashManagerVFlashConfigInfo {
     }
 }
 
-impl x::ObjectType for HostVFlashManagerVFlashResourceConfigInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVFlashManagerVFlashResourceConfigInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1733,7 +1733,7 @@ impl x::ObjectType for HostVMotionConfig {
     }
 }
 
-impl x::ObjectType for HostVMotionInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVMotionInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1781,7 +1781,7 @@ impl x::ObjectType for HostVMotionManagerSrcInstantCloneResult {
     }
 }
 
-impl x::ObjectType for HostVMotionNetConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVMotionNetConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1797,7 +1797,7 @@ impl x::ObjectType for HostVMotionNetConfig {
     }
 }
 
-impl x::ObjectType for HostVfatVolume {
+#[cfg(feature = "admin")] impl x::ObjectType for HostVfatVolume {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -370,7 +370,7 @@ pub enum Object {
     PhysicalNic(Box<PhysicalNic>),
     #[cfg(feature = "admin")] PhysicalNicCdpDeviceCapability(Box<PhysicalNicCdpDeviceCapability>),
     #[cfg(feature = "admin")] PhysicalNicCdpInfo(Box<PhysicalNicCdpInfo>),
-    PhysicalNicConfig(Box<PhysicalNicConfig>),
+    #[cfg(feature = "admin")] PhysicalNicConfig(Box<PhysicalNicConfig>),
     PhysicalNicHint(Box<PhysicalNicHint>),
     #[cfg(feature = "admin")] PhysicalNicHintInfo(Box<PhysicalNicHintInfo>),
     #[cfg(feature = "admin")] PhysicalNicIpHint(Box<PhysicalNicIpHint>),
@@ -452,7 +452,7 @@ fn decode(
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNic(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicCdpDeviceCapability(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicCdpInfo(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicConfig(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicHint(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicHintInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PhysicalNicIpHint(v), Err(e) => return Some(Err(e)) },
@@ -528,7 +528,7 @@ impl std::fmt::Debug for Object {
             Object::PhysicalNic(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::PhysicalNicCdpDeviceCapability(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::PhysicalNicCdpInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PhysicalNicConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::PhysicalNicConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PhysicalNicHint(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::PhysicalNicHintInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::PhysicalNicIpHint(v) => std::fmt::Debug::fmt(&**v, f),
@@ -609,7 +609,7 @@ impl x::DataObject for Object {
             Object::PhysicalNic(_) => "PhysicalNic",
             #[cfg(feature = "admin")] Object::PhysicalNicCdpDeviceCapability(_) => "PhysicalNicCdpDeviceCapability",
             #[cfg(feature = "admin")] Object::PhysicalNicCdpInfo(_) => "PhysicalNicCdpInfo",
-            Object::PhysicalNicConfig(_) => "PhysicalNicConfig",
+            #[cfg(feature = "admin")] Object::PhysicalNicConfig(_) => "PhysicalNicConfig",
             Object::PhysicalNicHint(_) => "PhysicalNicHint",
             #[cfg(feature = "admin")] Object::PhysicalNicHintInfo(_) => "PhysicalNicHintInfo",
             #[cfg(feature = "admin")] Object::PhysicalNicIpHint(_) => "PhysicalNicIpHint",
@@ -696,7 +696,7 @@ impl x::DataObject for Object {
             Object::PhysicalNic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::PhysicalNicCdpDeviceCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::PhysicalNicCdpInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PhysicalNicConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::PhysicalNicConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PhysicalNicHint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::PhysicalNicHintInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::PhysicalNicIpHint(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1474,7 +1474,7 @@ impl x::ObjectType for PhysicalNic {
     }
 }
 
-impl x::ObjectType for PhysicalNicConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for PhysicalNicConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

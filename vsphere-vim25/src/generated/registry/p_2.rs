@@ -300,8 +300,8 @@ pub enum Object {
     #[cfg(feature = "admin")] PosixUserSearchResult(Box<PosixUserSearchResult>),
     #[cfg(feature = "all-faults")] PowerOnFtSecondaryFailed(Box<PowerOnFtSecondaryFailed>),
     #[cfg(feature = "all-faults")] PowerOnFtSecondaryTimedout(Box<PowerOnFtSecondaryTimedout>),
-    PowerSystemCapability(Box<PowerSystemCapability>),
-    PowerSystemInfo(Box<PowerSystemInfo>),
+    #[cfg(feature = "admin")] PowerSystemCapability(Box<PowerSystemCapability>),
+    #[cfg(feature = "admin")] PowerSystemInfo(Box<PowerSystemInfo>),
     #[cfg(feature = "admin")] PrivilegeAvailability(Box<PrivilegeAvailability>),
     PrivilegePolicyDef(Box<PrivilegePolicyDef>),
     ProductComponentInfo(Box<ProductComponentInfo>),
@@ -320,8 +320,8 @@ pub enum Object {
     #[cfg(feature = "all-events")] ProfileDissociatedEvent(Box<ProfileDissociatedEvent>),
     #[cfg(feature = "all-events")] ProfileEvent(Box<ProfileEvent>),
     #[cfg(feature = "all-events")] ProfileEventArgument(Box<ProfileEventArgument>),
-    ProfileExecuteError(Box<ProfileExecuteError>),
-    ProfileExecuteResult(Box<ProfileExecuteResult>),
+    #[cfg(feature = "admin")] ProfileExecuteError(Box<ProfileExecuteError>),
+    #[cfg(feature = "admin")] ProfileExecuteResult(Box<ProfileExecuteResult>),
     ProfileExecuteResultStatus(Box<ProfileExecuteResultStatus>),
     #[cfg(feature = "admin")] ProfileExpression(Box<ProfileExpression>),
     #[cfg(feature = "admin")] ProfileExpressionMetadata(Box<ProfileExpressionMetadata>),
@@ -376,8 +376,8 @@ fn decode(
         #[cfg(feature = "admin")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PosixUserSearchResult(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 16 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PowerOnFtSecondaryFailed(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PowerOnFtSecondaryTimedout(v), Err(e) => return Some(Err(e)) },
-        21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PowerSystemCapability(v), Err(e) => return Some(Err(e)) },
-        22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PowerSystemInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PowerSystemCapability(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PowerSystemInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PrivilegeAvailability(v), Err(e) => return Some(Err(e)) },
         26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::PrivilegePolicyDef(v), Err(e) => return Some(Err(e)) },
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProductComponentInfo(v), Err(e) => return Some(Err(e)) },
@@ -396,8 +396,8 @@ fn decode(
         #[cfg(feature = "all-events")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileDissociatedEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileEventArgument(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileExecuteError(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileExecuteResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileExecuteError(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileExecuteResult(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileExecuteResultStatus(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileExpression(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ProfileExpressionMetadata(v), Err(e) => return Some(Err(e)) },
@@ -446,8 +446,8 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "admin")] Object::PosixUserSearchResult(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryFailed(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryTimedout(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PowerSystemCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::PowerSystemInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::PowerSystemCapability(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::PowerSystemInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::PrivilegeAvailability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::PrivilegePolicyDef(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProductComponentInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -466,8 +466,8 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::ProfileDissociatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ProfileEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ProfileEventArgument(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileExecuteError(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ProfileExecuteResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfileExecuteError(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ProfileExecuteResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ProfileExecuteResultStatus(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ProfileExpression(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::ProfileExpressionMetadata(v) => std::fmt::Debug::fmt(&**v, f),
@@ -521,8 +521,8 @@ impl x::DataObject for Object {
             #[cfg(feature = "admin")] Object::PosixUserSearchResult(_) => "PosixUserSearchResult",
             #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryFailed(_) => "PowerOnFtSecondaryFailed",
             #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryTimedout(_) => "PowerOnFtSecondaryTimedout",
-            Object::PowerSystemCapability(_) => "PowerSystemCapability",
-            Object::PowerSystemInfo(_) => "PowerSystemInfo",
+            #[cfg(feature = "admin")] Object::PowerSystemCapability(_) => "PowerSystemCapability",
+            #[cfg(feature = "admin")] Object::PowerSystemInfo(_) => "PowerSystemInfo",
             #[cfg(feature = "admin")] Object::PrivilegeAvailability(_) => "PrivilegeAvailability",
             Object::PrivilegePolicyDef(_) => "PrivilegePolicyDef",
             Object::ProductComponentInfo(_) => "ProductComponentInfo",
@@ -541,8 +541,8 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::ProfileDissociatedEvent(_) => "ProfileDissociatedEvent",
             #[cfg(feature = "all-events")] Object::ProfileEvent(_) => "ProfileEvent",
             #[cfg(feature = "all-events")] Object::ProfileEventArgument(_) => "ProfileEventArgument",
-            Object::ProfileExecuteError(_) => "ProfileExecuteError",
-            Object::ProfileExecuteResult(_) => "ProfileExecuteResult",
+            #[cfg(feature = "admin")] Object::ProfileExecuteError(_) => "ProfileExecuteError",
+            #[cfg(feature = "admin")] Object::ProfileExecuteResult(_) => "ProfileExecuteResult",
             Object::ProfileExecuteResultStatus(_) => "ProfileExecuteResultStatus",
             #[cfg(feature = "admin")] Object::ProfileExpression(_) => "ProfileExpression",
             #[cfg(feature = "admin")] Object::ProfileExpressionMetadata(_) => "ProfileExpressionMetadata",
@@ -602,8 +602,8 @@ impl x::DataObject for Object {
             #[cfg(feature = "admin")] Object::PosixUserSearchResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryTimedout(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PowerSystemCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::PowerSystemInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::PowerSystemCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::PowerSystemInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::PrivilegeAvailability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::PrivilegePolicyDef(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProductComponentInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -622,8 +622,8 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::ProfileDissociatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ProfileEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ProfileEventArgument(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileExecuteError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ProfileExecuteResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfileExecuteError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ProfileExecuteResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ProfileExecuteResultStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ProfileExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::ProfileExpressionMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -864,7 +864,7 @@ impl x::ObjectType for PortGroupProfile {
     }
 }
 
-impl x::ObjectType for PowerSystemCapability {
+#[cfg(feature = "admin")] impl x::ObjectType for PowerSystemCapability {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -880,7 +880,7 @@ impl x::ObjectType for PowerSystemCapability {
     }
 }
 
-impl x::ObjectType for PowerSystemInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for PowerSystemInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1184,7 +1184,7 @@ impl x::ObjectType for ProfileDeferredPolicyOptionParameter {
     }
 }
 
-impl x::ObjectType for ProfileExecuteError {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfileExecuteError {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1200,7 +1200,7 @@ impl x::ObjectType for ProfileExecuteError {
     }
 }
 
-impl x::ObjectType for ProfileExecuteResult {
+#[cfg(feature = "admin")] impl x::ObjectType for ProfileExecuteResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

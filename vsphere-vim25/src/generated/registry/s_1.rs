@@ -363,7 +363,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 #[doc(hidden)]
 pub enum Object {
     SAMLTokenAuthentication(Box<SAMLTokenAuthentication>),
-    SDDCBase(Box<SDDCBase>),
+    #[cfg(feature = "admin")] SDDCBase(Box<SDDCBase>),
     #[cfg(feature = "all-faults")] SSLDisabledFault(Box<SSLDisabledFault>),
     #[cfg(feature = "all-faults")] SSLVerifyFault(Box<SSLVerifyFault>),
     SSPIAuthentication(Box<SSPIAuthentication>),
@@ -419,7 +419,7 @@ pub enum Object {
     #[cfg(feature = "all-events")] ServerLicenseExpiredEvent(Box<ServerLicenseExpiredEvent>),
     #[cfg(feature = "all-events")] ServerStartedSessionEvent(Box<ServerStartedSessionEvent>),
     ServiceConsolePortGroupProfile(Box<ServiceConsolePortGroupProfile>),
-    ServiceConsoleReservationInfo(Box<ServiceConsoleReservationInfo>),
+    #[cfg(feature = "admin")] ServiceConsoleReservationInfo(Box<ServiceConsoleReservationInfo>),
     ServiceContent(Box<ServiceContent>),
     ServiceLocator(Box<ServiceLocator>),
     ServiceLocatorCredential(Box<ServiceLocatorCredential>),
@@ -442,7 +442,7 @@ fn decode(
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SAMLTokenAuthentication(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SDDCBase(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SDDCBase(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SSLDisabledFault(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SSLVerifyFault(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SSPIAuthentication(v), Err(e) => return Some(Err(e)) },
@@ -498,7 +498,7 @@ fn decode(
         #[cfg(feature = "all-events")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServerLicenseExpiredEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServerStartedSessionEvent(v), Err(e) => return Some(Err(e)) },
         66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServiceConsolePortGroupProfile(v), Err(e) => return Some(Err(e)) },
-        67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServiceConsoleReservationInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServiceConsoleReservationInfo(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServiceContent(v), Err(e) => return Some(Err(e)) },
         69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServiceLocator(v), Err(e) => return Some(Err(e)) },
         70 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ServiceLocatorCredential(v), Err(e) => return Some(Err(e)) },
@@ -515,7 +515,7 @@ impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Object::SAMLTokenAuthentication(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SDDCBase(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::SDDCBase(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::SSLDisabledFault(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::SSLVerifyFault(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SSPIAuthentication(v) => std::fmt::Debug::fmt(&**v, f),
@@ -571,7 +571,7 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::ServerLicenseExpiredEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::ServerStartedSessionEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ServiceConsolePortGroupProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::ServiceConsoleReservationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::ServiceConsoleReservationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ServiceContent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ServiceLocator(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ServiceLocatorCredential(v) => std::fmt::Debug::fmt(&**v, f),
@@ -593,7 +593,7 @@ impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
             Object::SAMLTokenAuthentication(_) => "SAMLTokenAuthentication",
-            Object::SDDCBase(_) => "SDDCBase",
+            #[cfg(feature = "admin")] Object::SDDCBase(_) => "SDDCBase",
             #[cfg(feature = "all-faults")] Object::SSLDisabledFault(_) => "SSLDisabledFault",
             #[cfg(feature = "all-faults")] Object::SSLVerifyFault(_) => "SSLVerifyFault",
             Object::SSPIAuthentication(_) => "SSPIAuthentication",
@@ -649,7 +649,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::ServerLicenseExpiredEvent(_) => "ServerLicenseExpiredEvent",
             #[cfg(feature = "all-events")] Object::ServerStartedSessionEvent(_) => "ServerStartedSessionEvent",
             Object::ServiceConsolePortGroupProfile(_) => "ServiceConsolePortGroupProfile",
-            Object::ServiceConsoleReservationInfo(_) => "ServiceConsoleReservationInfo",
+            #[cfg(feature = "admin")] Object::ServiceConsoleReservationInfo(_) => "ServiceConsoleReservationInfo",
             Object::ServiceContent(_) => "ServiceContent",
             Object::ServiceLocator(_) => "ServiceLocator",
             Object::ServiceLocatorCredential(_) => "ServiceLocatorCredential",
@@ -677,7 +677,7 @@ impl x::DataObject for Object {
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
             Object::SAMLTokenAuthentication(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SDDCBase(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::SDDCBase(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::SSLDisabledFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::SSLVerifyFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SSPIAuthentication(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -733,7 +733,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::ServerLicenseExpiredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::ServerStartedSessionEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ServiceConsolePortGroupProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::ServiceConsoleReservationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::ServiceConsoleReservationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ServiceContent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ServiceLocator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ServiceLocatorCredential(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -762,7 +762,7 @@ impl x::ObjectType for SAMLTokenAuthentication {
     }
 }
 
-impl x::ObjectType for SDDCBase {
+#[cfg(feature = "admin")] impl x::ObjectType for SDDCBase {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1658,7 +1658,7 @@ impl x::ObjectType for ServiceConsolePortGroupProfile {
     }
 }
 
-impl x::ObjectType for ServiceConsoleReservationInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for ServiceConsoleReservationInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

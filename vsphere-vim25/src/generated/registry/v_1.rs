@@ -356,21 +356,21 @@ pub enum Object {
     #[cfg(feature = "all-faults")] VMotionNotLicensed(Box<VMotionNotLicensed>),
     #[cfg(feature = "all-faults")] VMotionNotSupported(Box<VMotionNotSupported>),
     #[cfg(feature = "all-faults")] VMotionProtocolIncompatible(Box<VMotionProtocolIncompatible>),
-    VMwareDVSConfigInfo(Box<VMwareDVSConfigInfo>),
+    #[cfg(feature = "admin")] VMwareDVSConfigInfo(Box<VMwareDVSConfigInfo>),
     VMwareDVSConfigSpec(Box<VMwareDVSConfigSpec>),
     VMwareDVSFeatureCapability(Box<VMwareDVSFeatureCapability>),
     VMwareDVSHealthCheckCapability(Box<VMwareDVSHealthCheckCapability>),
-    VMwareDVSHealthCheckConfig(Box<VMwareDVSHealthCheckConfig>),
+    #[cfg(feature = "admin")] VMwareDVSHealthCheckConfig(Box<VMwareDVSHealthCheckConfig>),
     VMwareDVSMtuHealthCheckResult(Box<VMwareDVSMtuHealthCheckResult>),
     VMwareDVSPortSetting(Box<VMwareDVSPortSetting>),
     VMwareDVSPortgroupPolicy(Box<VMwareDVSPortgroupPolicy>),
     VMwareDVSPvlanConfigSpec(Box<VMwareDVSPvlanConfigSpec>),
     VMwareDVSPvlanMapEntry(Box<VMwareDVSPvlanMapEntry>),
-    VMwareDVSTeamingHealthCheckConfig(Box<VMwareDVSTeamingHealthCheckConfig>),
+    #[cfg(feature = "admin")] VMwareDVSTeamingHealthCheckConfig(Box<VMwareDVSTeamingHealthCheckConfig>),
     VMwareDVSTeamingHealthCheckResult(Box<VMwareDVSTeamingHealthCheckResult>),
     VMwareDVSTeamingMatchStatus(Box<VMwareDVSTeamingMatchStatus>),
     VMwareDVSVlanHealthCheckResult(Box<VMwareDVSVlanHealthCheckResult>),
-    VMwareDVSVlanMtuHealthCheckConfig(Box<VMwareDVSVlanMtuHealthCheckConfig>),
+    #[cfg(feature = "admin")] VMwareDVSVlanMtuHealthCheckConfig(Box<VMwareDVSVlanMtuHealthCheckConfig>),
     VMwareDVSVspanCapability(Box<VMwareDVSVspanCapability>),
     VMwareDVSVspanConfigSpec(Box<VMwareDVSVspanConfigSpec>),
     VMwareDVSVspanSessionEncapType(Box<VMwareDVSVspanSessionEncapType>),
@@ -440,21 +440,21 @@ fn decode(
         #[cfg(feature = "all-faults")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionNotLicensed(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionNotSupported(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMotionProtocolIncompatible(v), Err(e) => return Some(Err(e)) },
-        48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSConfigInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSConfigInfo(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSConfigSpec(v), Err(e) => return Some(Err(e)) },
         50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSFeatureCapability(v), Err(e) => return Some(Err(e)) },
         51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSHealthCheckCapability(v), Err(e) => return Some(Err(e)) },
-        52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSMtuHealthCheckResult(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSPortSetting(v), Err(e) => return Some(Err(e)) },
         55 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSPortgroupPolicy(v), Err(e) => return Some(Err(e)) },
         56 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSPvlanConfigSpec(v), Err(e) => return Some(Err(e)) },
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSPvlanMapEntry(v), Err(e) => return Some(Err(e)) },
-        58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSTeamingHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSTeamingHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSTeamingHealthCheckResult(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSTeamingMatchStatus(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVlanHealthCheckResult(v), Err(e) => return Some(Err(e)) },
-        62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVlanMtuHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVlanMtuHealthCheckConfig(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVspanCapability(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVspanConfigSpec(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDVSVspanSessionEncapType(v), Err(e) => return Some(Err(e)) },
@@ -518,21 +518,21 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-faults")] Object::VMotionNotLicensed(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::VMotionNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::VMotionProtocolIncompatible(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDVSConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VMwareDVSConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSFeatureCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSHealthCheckCapability(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDVSHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VMwareDVSHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSMtuHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSPortSetting(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSPortgroupPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSPvlanConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSPvlanMapEntry(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDVSTeamingHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VMwareDVSTeamingHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSTeamingHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSTeamingMatchStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSVlanHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDVSVlanMtuHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VMwareDVSVlanMtuHealthCheckConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSVspanCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSVspanConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDVSVspanSessionEncapType(v) => std::fmt::Debug::fmt(&**v, f),
@@ -601,21 +601,21 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::VMotionNotLicensed(_) => "VMotionNotLicensed",
             #[cfg(feature = "all-faults")] Object::VMotionNotSupported(_) => "VMotionNotSupported",
             #[cfg(feature = "all-faults")] Object::VMotionProtocolIncompatible(_) => "VMotionProtocolIncompatible",
-            Object::VMwareDVSConfigInfo(_) => "VMwareDVSConfigInfo",
+            #[cfg(feature = "admin")] Object::VMwareDVSConfigInfo(_) => "VMwareDVSConfigInfo",
             Object::VMwareDVSConfigSpec(_) => "VMwareDVSConfigSpec",
             Object::VMwareDVSFeatureCapability(_) => "VMwareDVSFeatureCapability",
             Object::VMwareDVSHealthCheckCapability(_) => "VMwareDVSHealthCheckCapability",
-            Object::VMwareDVSHealthCheckConfig(_) => "VMwareDVSHealthCheckConfig",
+            #[cfg(feature = "admin")] Object::VMwareDVSHealthCheckConfig(_) => "VMwareDVSHealthCheckConfig",
             Object::VMwareDVSMtuHealthCheckResult(_) => "VMwareDVSMtuHealthCheckResult",
             Object::VMwareDVSPortSetting(_) => "VMwareDVSPortSetting",
             Object::VMwareDVSPortgroupPolicy(_) => "VMwareDVSPortgroupPolicy",
             Object::VMwareDVSPvlanConfigSpec(_) => "VMwareDVSPvlanConfigSpec",
             Object::VMwareDVSPvlanMapEntry(_) => "VMwareDVSPvlanMapEntry",
-            Object::VMwareDVSTeamingHealthCheckConfig(_) => "VMwareDVSTeamingHealthCheckConfig",
+            #[cfg(feature = "admin")] Object::VMwareDVSTeamingHealthCheckConfig(_) => "VMwareDVSTeamingHealthCheckConfig",
             Object::VMwareDVSTeamingHealthCheckResult(_) => "VMwareDVSTeamingHealthCheckResult",
             Object::VMwareDVSTeamingMatchStatus(_) => "VMwareDVSTeamingMatchStatus",
             Object::VMwareDVSVlanHealthCheckResult(_) => "VMwareDVSVlanHealthCheckResult",
-            Object::VMwareDVSVlanMtuHealthCheckConfig(_) => "VMwareDVSVlanMtuHealthCheckConfig",
+            #[cfg(feature = "admin")] Object::VMwareDVSVlanMtuHealthCheckConfig(_) => "VMwareDVSVlanMtuHealthCheckConfig",
             Object::VMwareDVSVspanCapability(_) => "VMwareDVSVspanCapability",
             Object::VMwareDVSVspanConfigSpec(_) => "VMwareDVSVspanConfigSpec",
             Object::VMwareDVSVspanSessionEncapType(_) => "VMwareDVSVspanSessionEncapType",
@@ -690,21 +690,21 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::VMotionNotLicensed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::VMotionNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::VMotionProtocolIncompatible(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDVSConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VMwareDVSConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSFeatureCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSHealthCheckCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDVSHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VMwareDVSHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSMtuHealthCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSPortSetting(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSPortgroupPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSPvlanConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSPvlanMapEntry(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDVSTeamingHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VMwareDVSTeamingHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSTeamingHealthCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSTeamingMatchStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSVlanHealthCheckResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDVSVlanMtuHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VMwareDVSVlanMtuHealthCheckConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSVspanCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSVspanConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDVSVspanSessionEncapType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1470,7 +1470,7 @@ impl x::ObjectType for VMotionCompatibilityType {
     }
 }
 
-impl x::ObjectType for VMwareDVSConfigInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for VMwareDVSConfigInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1534,7 +1534,7 @@ impl x::ObjectType for VMwareDVSHealthCheckCapability {
     }
 }
 
-impl x::ObjectType for VMwareDVSHealthCheckConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for VMwareDVSHealthCheckConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1630,7 +1630,7 @@ impl x::ObjectType for VMwareDVSPvlanMapEntry {
     }
 }
 
-impl x::ObjectType for VMwareDVSTeamingHealthCheckConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for VMwareDVSTeamingHealthCheckConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1694,7 +1694,7 @@ impl x::ObjectType for VMwareDVSVlanHealthCheckResult {
     }
 }
 
-impl x::ObjectType for VMwareDVSVlanMtuHealthCheckConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for VMwareDVSVlanMtuHealthCheckConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -266,7 +266,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 #[doc(hidden)]
 pub enum Object {
     VsanClusterConfigInfoHostDefaultInfo(Box<VsanClusterConfigInfoHostDefaultInfo>),
-    VsanClusterCoreConfig(Box<VsanClusterCoreConfig>),
+    #[cfg(feature = "admin")] VsanClusterCoreConfig(Box<VsanClusterCoreConfig>),
     VsanClusterCoreConfigSpec(Box<VsanClusterCoreConfigSpec>),
     #[cfg(feature = "all-faults")] VsanClusterUuidMismatch(Box<VsanClusterUuidMismatch>),
     VsanDatastoreInfo(Box<VsanDatastoreInfo>),
@@ -351,7 +351,7 @@ fn decode(
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
         0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanClusterConfigInfoHostDefaultInfo(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanClusterCoreConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanClusterCoreConfig(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanClusterCoreConfigSpec(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanClusterUuidMismatch(v), Err(e) => return Some(Err(e)) },
         4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VsanDatastoreInfo(v), Err(e) => return Some(Err(e)) },
@@ -430,7 +430,7 @@ impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Object::VsanClusterConfigInfoHostDefaultInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VsanClusterCoreConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VsanClusterCoreConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanClusterCoreConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::VsanClusterUuidMismatch(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VsanDatastoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -514,7 +514,7 @@ impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
             Object::VsanClusterConfigInfoHostDefaultInfo(_) => "VsanClusterConfigInfoHostDefaultInfo",
-            Object::VsanClusterCoreConfig(_) => "VsanClusterCoreConfig",
+            #[cfg(feature = "admin")] Object::VsanClusterCoreConfig(_) => "VsanClusterCoreConfig",
             Object::VsanClusterCoreConfigSpec(_) => "VsanClusterCoreConfigSpec",
             #[cfg(feature = "all-faults")] Object::VsanClusterUuidMismatch(_) => "VsanClusterUuidMismatch",
             Object::VsanDatastoreInfo(_) => "VsanDatastoreInfo",
@@ -604,7 +604,7 @@ impl x::DataObject for Object {
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
             Object::VsanClusterConfigInfoHostDefaultInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VsanClusterCoreConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VsanClusterCoreConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanClusterCoreConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::VsanClusterUuidMismatch(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VsanDatastoreInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -695,7 +695,7 @@ impl x::ObjectType for VsanClusterConfigInfoHostDefaultInfo {
     }
 }
 
-impl x::ObjectType for VsanClusterCoreConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for VsanClusterCoreConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -353,11 +353,11 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    VMwareDvsLacpGroupConfig(Box<VMwareDvsLacpGroupConfig>),
-    VMwareDvsLacpGroupSpec(Box<VMwareDvsLacpGroupSpec>),
+    #[cfg(feature = "admin")] VMwareDvsLacpGroupConfig(Box<VMwareDvsLacpGroupConfig>),
+    #[cfg(feature = "admin")] VMwareDvsLacpGroupSpec(Box<VMwareDvsLacpGroupSpec>),
     VMwareDvsLacpLoadBalanceAlgorithm(Box<VMwareDvsLacpLoadBalanceAlgorithm>),
-    VMwareDvsLagIpfixConfig(Box<VMwareDvsLagIpfixConfig>),
-    VMwareDvsLagVlanConfig(Box<VMwareDvsLagVlanConfig>),
+    #[cfg(feature = "admin")] VMwareDvsLagIpfixConfig(Box<VMwareDvsLagIpfixConfig>),
+    #[cfg(feature = "admin")] VMwareDvsLagVlanConfig(Box<VMwareDvsLagVlanConfig>),
     VMwareDvsMtuCapability(Box<VMwareDvsMtuCapability>),
     VMwareDvsMulticastFilteringMode(Box<VMwareDvsMulticastFilteringMode>),
     VMwareDvsPerfNicOffloadCapability(Box<VMwareDvsPerfNicOffloadCapability>),
@@ -432,11 +432,11 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLacpGroupConfig(v), Err(e) => return Some(Err(e)) },
-        1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLacpGroupSpec(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLacpGroupConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLacpGroupSpec(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLacpLoadBalanceAlgorithm(v), Err(e) => return Some(Err(e)) },
-        3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLagIpfixConfig(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLagVlanConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLagIpfixConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsLagVlanConfig(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsMtuCapability(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsMulticastFilteringMode(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VMwareDvsPerfNicOffloadCapability(v), Err(e) => return Some(Err(e)) },
@@ -505,11 +505,11 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::VMwareDvsLacpGroupConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDvsLacpGroupSpec(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VMwareDvsLacpGroupConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VMwareDvsLacpGroupSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDvsLagIpfixConfig(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VMwareDvsLagVlanConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VMwareDvsLagIpfixConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VMwareDvsLagVlanConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDvsMtuCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDvsMulticastFilteringMode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VMwareDvsPerfNicOffloadCapability(v) => std::fmt::Debug::fmt(&**v, f),
@@ -583,11 +583,11 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::VMwareDvsLacpGroupConfig(_) => "VMwareDvsLacpGroupConfig",
-            Object::VMwareDvsLacpGroupSpec(_) => "VMwareDvsLacpGroupSpec",
+            #[cfg(feature = "admin")] Object::VMwareDvsLacpGroupConfig(_) => "VMwareDvsLacpGroupConfig",
+            #[cfg(feature = "admin")] Object::VMwareDvsLacpGroupSpec(_) => "VMwareDvsLacpGroupSpec",
             Object::VMwareDvsLacpLoadBalanceAlgorithm(_) => "VMwareDvsLacpLoadBalanceAlgorithm",
-            Object::VMwareDvsLagIpfixConfig(_) => "VMwareDvsLagIpfixConfig",
-            Object::VMwareDvsLagVlanConfig(_) => "VMwareDvsLagVlanConfig",
+            #[cfg(feature = "admin")] Object::VMwareDvsLagIpfixConfig(_) => "VMwareDvsLagIpfixConfig",
+            #[cfg(feature = "admin")] Object::VMwareDvsLagVlanConfig(_) => "VMwareDvsLagVlanConfig",
             Object::VMwareDvsMtuCapability(_) => "VMwareDvsMtuCapability",
             Object::VMwareDvsMulticastFilteringMode(_) => "VMwareDvsMulticastFilteringMode",
             Object::VMwareDvsPerfNicOffloadCapability(_) => "VMwareDvsPerfNicOffloadCapability",
@@ -667,11 +667,11 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::VMwareDvsLacpGroupConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDvsLacpGroupSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VMwareDvsLacpGroupConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VMwareDvsLacpGroupSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDvsLagIpfixConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VMwareDvsLagVlanConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VMwareDvsLagIpfixConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VMwareDvsLagVlanConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDvsMtuCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDvsMulticastFilteringMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VMwareDvsPerfNicOffloadCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -737,7 +737,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectType for VMwareDvsLacpGroupConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for VMwareDvsLacpGroupConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -753,7 +753,7 @@ impl x::ObjectType for VMwareDvsLacpGroupConfig {
     }
 }
 
-impl x::ObjectType for VMwareDvsLacpGroupSpec {
+#[cfg(feature = "admin")] impl x::ObjectType for VMwareDvsLacpGroupSpec {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -785,7 +785,7 @@ impl x::ObjectType for VMwareDvsLacpLoadBalanceAlgorithm {
     }
 }
 
-impl x::ObjectType for VMwareDvsLagIpfixConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for VMwareDvsLagIpfixConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -801,7 +801,7 @@ impl x::ObjectType for VMwareDvsLagIpfixConfig {
     }
 }
 
-impl x::ObjectType for VMwareDvsLagVlanConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for VMwareDvsLagVlanConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -485,7 +485,7 @@ pub enum Object {
     VirtualMachineInstantCloneSpec(Box<VirtualMachineInstantCloneSpec>),
     VirtualMachineLegacyNetworkSwitchInfo(Box<VirtualMachineLegacyNetworkSwitchInfo>),
     VirtualMachineMemoryAllocationPolicy(Box<VirtualMachineMemoryAllocationPolicy>),
-    VirtualMachineMemoryReservationInfo(Box<VirtualMachineMemoryReservationInfo>),
+    #[cfg(feature = "admin")] VirtualMachineMemoryReservationInfo(Box<VirtualMachineMemoryReservationInfo>),
     #[cfg(feature = "admin")] VirtualMachineMemoryReservationSpec(Box<VirtualMachineMemoryReservationSpec>),
     VirtualMachineMessage(Box<VirtualMachineMessage>),
     VirtualMachineMetadataManagerVmMetadata(Box<VirtualMachineMetadataManagerVmMetadata>),
@@ -555,7 +555,7 @@ fn decode(
         17 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineInstantCloneSpec(v), Err(e) => return Some(Err(e)) },
         18 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineLegacyNetworkSwitchInfo(v), Err(e) => return Some(Err(e)) },
         19 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMemoryAllocationPolicy(v), Err(e) => return Some(Err(e)) },
-        20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMemoryReservationInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMemoryReservationInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "admin")] 21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMemoryReservationSpec(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMessage(v), Err(e) => return Some(Err(e)) },
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualMachineMetadataManagerVmMetadata(v), Err(e) => return Some(Err(e)) },
@@ -619,7 +619,7 @@ impl std::fmt::Debug for Object {
             Object::VirtualMachineInstantCloneSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualMachineLegacyNetworkSwitchInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualMachineMemoryAllocationPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualMachineMemoryReservationInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VirtualMachineMemoryReservationInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "admin")] Object::VirtualMachineMemoryReservationSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualMachineMessage(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualMachineMetadataManagerVmMetadata(v) => std::fmt::Debug::fmt(&**v, f),
@@ -688,7 +688,7 @@ impl x::DataObject for Object {
             Object::VirtualMachineInstantCloneSpec(_) => "VirtualMachineInstantCloneSpec",
             Object::VirtualMachineLegacyNetworkSwitchInfo(_) => "VirtualMachineLegacyNetworkSwitchInfo",
             Object::VirtualMachineMemoryAllocationPolicy(_) => "VirtualMachineMemoryAllocationPolicy",
-            Object::VirtualMachineMemoryReservationInfo(_) => "VirtualMachineMemoryReservationInfo",
+            #[cfg(feature = "admin")] Object::VirtualMachineMemoryReservationInfo(_) => "VirtualMachineMemoryReservationInfo",
             #[cfg(feature = "admin")] Object::VirtualMachineMemoryReservationSpec(_) => "VirtualMachineMemoryReservationSpec",
             Object::VirtualMachineMessage(_) => "VirtualMachineMessage",
             Object::VirtualMachineMetadataManagerVmMetadata(_) => "VirtualMachineMetadataManagerVmMetadata",
@@ -763,7 +763,7 @@ impl x::DataObject for Object {
             Object::VirtualMachineInstantCloneSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualMachineLegacyNetworkSwitchInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualMachineMemoryAllocationPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualMachineMemoryReservationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VirtualMachineMemoryReservationInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "admin")] Object::VirtualMachineMemoryReservationSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualMachineMessage(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualMachineMetadataManagerVmMetadata(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1124,7 +1124,7 @@ impl x::ObjectType for VirtualMachineMemoryAllocationPolicy {
     }
 }
 
-impl x::ObjectType for VirtualMachineMemoryReservationInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for VirtualMachineMemoryReservationInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

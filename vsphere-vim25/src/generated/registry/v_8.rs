@@ -208,7 +208,7 @@ pub enum Object {
     VirtualNVMEController(Box<VirtualNVMEController>),
     VirtualNVMEControllerOption(Box<VirtualNVMEControllerOption>),
     VirtualNVMEControllerSharing(Box<VirtualNVMEControllerSharing>),
-    VirtualNicManagerNetConfig(Box<VirtualNicManagerNetConfig>),
+    #[cfg(feature = "admin")] VirtualNicManagerNetConfig(Box<VirtualNicManagerNetConfig>),
     VirtualPCIController(Box<VirtualPCIController>),
     VirtualPCIControllerOption(Box<VirtualPCIControllerOption>),
     VirtualPCIPassthrough(Box<VirtualPCIPassthrough>),
@@ -301,7 +301,7 @@ fn decode(
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualNVMEController(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualNVMEControllerOption(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualNVMEControllerSharing(v), Err(e) => return Some(Err(e)) },
-        8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualNicManagerNetConfig(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualNicManagerNetConfig(v), Err(e) => return Some(Err(e)) },
         9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualPCIController(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualPCIControllerOption(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VirtualPCIPassthrough(v), Err(e) => return Some(Err(e)) },
@@ -388,7 +388,7 @@ impl std::fmt::Debug for Object {
             Object::VirtualNVMEController(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualNVMEControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualNVMEControllerSharing(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VirtualNicManagerNetConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VirtualNicManagerNetConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualPCIController(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualPCIControllerOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VirtualPCIPassthrough(v) => std::fmt::Debug::fmt(&**v, f),
@@ -480,7 +480,7 @@ impl x::DataObject for Object {
             Object::VirtualNVMEController(_) => "VirtualNVMEController",
             Object::VirtualNVMEControllerOption(_) => "VirtualNVMEControllerOption",
             Object::VirtualNVMEControllerSharing(_) => "VirtualNVMEControllerSharing",
-            Object::VirtualNicManagerNetConfig(_) => "VirtualNicManagerNetConfig",
+            #[cfg(feature = "admin")] Object::VirtualNicManagerNetConfig(_) => "VirtualNicManagerNetConfig",
             Object::VirtualPCIController(_) => "VirtualPCIController",
             Object::VirtualPCIControllerOption(_) => "VirtualPCIControllerOption",
             Object::VirtualPCIPassthrough(_) => "VirtualPCIPassthrough",
@@ -578,7 +578,7 @@ impl x::DataObject for Object {
             Object::VirtualNVMEController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualNVMEControllerOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualNVMEControllerSharing(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VirtualNicManagerNetConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VirtualNicManagerNetConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualPCIController(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualPCIControllerOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VirtualPCIPassthrough(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -662,11 +662,11 @@ impl x::ObjectType for VirtualNVDIMM {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualNVDIMM(v) => Some(v), _ => None, }
+        match object { Object::VirtualNVDIMM(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualNVDIMM(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualNVDIMM(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -678,11 +678,11 @@ impl x::ObjectType for VirtualNVDIMMBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualNVDIMMBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualNVDIMMBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualNVDIMMBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualNVDIMMBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -694,11 +694,11 @@ impl x::ObjectType for VirtualNVDIMMController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualNVDIMMController(v) => Some(v), _ => None, }
+        match object { Object::VirtualNVDIMMController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualNVDIMMController(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualNVDIMMController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -710,11 +710,11 @@ impl x::ObjectType for VirtualNVDIMMControllerOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualNVDIMMControllerOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualNVDIMMControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualNVDIMMControllerOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualNVDIMMControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -726,11 +726,11 @@ impl x::ObjectType for VirtualNVDIMMOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualNVDIMMOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualNVDIMMOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualNVDIMMOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualNVDIMMOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -742,11 +742,11 @@ impl x::ObjectType for VirtualNVMEController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualNVMEController(v) => Some(v), _ => None, }
+        match object { Object::VirtualNVMEController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualNVMEController(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualNVMEController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -758,11 +758,11 @@ impl x::ObjectType for VirtualNVMEControllerOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualNVMEControllerOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualNVMEControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualNVMEControllerOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualNVMEControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -774,15 +774,15 @@ impl x::ObjectType for VirtualNVMEControllerSharing {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualNVMEControllerSharing(v) => Some(v), _ => None, }
+        match object { Object::VirtualNVMEControllerSharing(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualNVMEControllerSharing(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualNVMEControllerSharing(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
-impl x::ObjectType for VirtualNicManagerNetConfig {
+#[cfg(feature = "admin")] impl x::ObjectType for VirtualNicManagerNetConfig {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -790,11 +790,11 @@ impl x::ObjectType for VirtualNicManagerNetConfig {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualNicManagerNetConfig(v) => Some(v), _ => None, }
+        match object { Object::VirtualNicManagerNetConfig(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualNicManagerNetConfig(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualNicManagerNetConfig(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -806,11 +806,11 @@ impl x::ObjectType for VirtualPCIController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPCIController(v) => Some(v), _ => None, }
+        match object { Object::VirtualPCIController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPCIController(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPCIController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -822,11 +822,11 @@ impl x::ObjectType for VirtualPCIControllerOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPCIControllerOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualPCIControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPCIControllerOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPCIControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -838,11 +838,11 @@ impl x::ObjectType for VirtualPCIPassthrough {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPCIPassthrough(v) => Some(v), _ => None, }
+        match object { Object::VirtualPCIPassthrough(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPCIPassthrough(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPCIPassthrough(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -854,11 +854,11 @@ impl x::ObjectType for VirtualPCIPassthroughAllowedDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPCIPassthroughAllowedDevice(v) => Some(v), _ => None, }
+        match object { Object::VirtualPCIPassthroughAllowedDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPCIPassthroughAllowedDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPCIPassthroughAllowedDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -870,11 +870,11 @@ impl x::ObjectType for VirtualPCIPassthroughDeviceBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPCIPassthroughDeviceBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualPCIPassthroughDeviceBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPCIPassthroughDeviceBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPCIPassthroughDeviceBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -886,11 +886,11 @@ impl x::ObjectType for VirtualPCIPassthroughDeviceBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPCIPassthroughDeviceBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualPCIPassthroughDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPCIPassthroughDeviceBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPCIPassthroughDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -902,11 +902,11 @@ impl x::ObjectType for VirtualPCIPassthroughDvxBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPCIPassthroughDvxBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualPCIPassthroughDvxBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPCIPassthroughDvxBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPCIPassthroughDvxBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -918,11 +918,11 @@ impl x::ObjectType for VirtualPCIPassthroughDvxBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPCIPassthroughDvxBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualPCIPassthroughDvxBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPCIPassthroughDvxBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPCIPassthroughDvxBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -934,11 +934,11 @@ impl x::ObjectType for VirtualPCIPassthroughDynamicBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPCIPassthroughDynamicBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualPCIPassthroughDynamicBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPCIPassthroughDynamicBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPCIPassthroughDynamicBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -950,11 +950,11 @@ impl x::ObjectType for VirtualPCIPassthroughDynamicBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPCIPassthroughDynamicBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualPCIPassthroughDynamicBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPCIPassthroughDynamicBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPCIPassthroughDynamicBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -966,11 +966,11 @@ impl x::ObjectType for VirtualPCIPassthroughOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPCIPassthroughOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualPCIPassthroughOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPCIPassthroughOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPCIPassthroughOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -982,11 +982,11 @@ impl x::ObjectType for VirtualPCIPassthroughPluginBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPCIPassthroughPluginBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualPCIPassthroughPluginBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPCIPassthroughPluginBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPCIPassthroughPluginBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -998,11 +998,11 @@ impl x::ObjectType for VirtualPCIPassthroughPluginBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPCIPassthroughPluginBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualPCIPassthroughPluginBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPCIPassthroughPluginBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPCIPassthroughPluginBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1014,11 +1014,11 @@ impl x::ObjectType for VirtualPCIPassthroughVmiopBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPCIPassthroughVmiopBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualPCIPassthroughVmiopBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPCIPassthroughVmiopBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPCIPassthroughVmiopBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1030,11 +1030,11 @@ impl x::ObjectType for VirtualPCIPassthroughVmiopBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPCIPassthroughVmiopBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualPCIPassthroughVmiopBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPCIPassthroughVmiopBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPCIPassthroughVmiopBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1046,11 +1046,11 @@ impl x::ObjectType for VirtualPCNet32 {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPCNet32(v) => Some(v), _ => None, }
+        match object { Object::VirtualPCNet32(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPCNet32(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPCNet32(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1062,11 +1062,11 @@ impl x::ObjectType for VirtualPCNet32Option {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPCNet32Option(v) => Some(v), _ => None, }
+        match object { Object::VirtualPCNet32Option(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPCNet32Option(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPCNet32Option(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1078,11 +1078,11 @@ impl x::ObjectType for VirtualPS2Controller {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPS2Controller(v) => Some(v), _ => None, }
+        match object { Object::VirtualPS2Controller(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPS2Controller(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPS2Controller(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1094,11 +1094,11 @@ impl x::ObjectType for VirtualPS2ControllerOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPS2ControllerOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualPS2ControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPS2ControllerOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPS2ControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1110,11 +1110,11 @@ impl x::ObjectType for VirtualParallelPort {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualParallelPort(v) => Some(v), _ => None, }
+        match object { Object::VirtualParallelPort(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualParallelPort(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualParallelPort(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1126,11 +1126,11 @@ impl x::ObjectType for VirtualParallelPortDeviceBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualParallelPortDeviceBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualParallelPortDeviceBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualParallelPortDeviceBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualParallelPortDeviceBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1142,11 +1142,11 @@ impl x::ObjectType for VirtualParallelPortDeviceBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualParallelPortDeviceBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualParallelPortDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualParallelPortDeviceBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualParallelPortDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1158,11 +1158,11 @@ impl x::ObjectType for VirtualParallelPortFileBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualParallelPortFileBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualParallelPortFileBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualParallelPortFileBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualParallelPortFileBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1174,11 +1174,11 @@ impl x::ObjectType for VirtualParallelPortFileBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualParallelPortFileBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualParallelPortFileBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualParallelPortFileBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualParallelPortFileBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1190,11 +1190,11 @@ impl x::ObjectType for VirtualParallelPortOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualParallelPortOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualParallelPortOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualParallelPortOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualParallelPortOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1206,11 +1206,11 @@ impl x::ObjectType for VirtualPointingDevice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPointingDevice(v) => Some(v), _ => None, }
+        match object { Object::VirtualPointingDevice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPointingDevice(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPointingDevice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1222,11 +1222,11 @@ impl x::ObjectType for VirtualPointingDeviceBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPointingDeviceBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualPointingDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPointingDeviceBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPointingDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1238,11 +1238,11 @@ impl x::ObjectType for VirtualPointingDeviceDeviceBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPointingDeviceDeviceBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualPointingDeviceDeviceBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPointingDeviceDeviceBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPointingDeviceDeviceBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1254,11 +1254,11 @@ impl x::ObjectType for VirtualPointingDeviceHostChoice {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPointingDeviceHostChoice(v) => Some(v), _ => None, }
+        match object { Object::VirtualPointingDeviceHostChoice(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPointingDeviceHostChoice(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPointingDeviceHostChoice(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1270,11 +1270,11 @@ impl x::ObjectType for VirtualPointingDeviceOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPointingDeviceOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualPointingDeviceOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPointingDeviceOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPointingDeviceOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1286,11 +1286,11 @@ impl x::ObjectType for VirtualPrecisionClock {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPrecisionClock(v) => Some(v), _ => None, }
+        match object { Object::VirtualPrecisionClock(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPrecisionClock(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPrecisionClock(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1302,11 +1302,11 @@ impl x::ObjectType for VirtualPrecisionClockOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPrecisionClockOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualPrecisionClockOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPrecisionClockOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPrecisionClockOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1318,11 +1318,11 @@ impl x::ObjectType for VirtualPrecisionClockSystemClockBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPrecisionClockSystemClockBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualPrecisionClockSystemClockBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPrecisionClockSystemClockBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPrecisionClockSystemClockBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1334,11 +1334,11 @@ impl x::ObjectType for VirtualPrecisionClockSystemClockBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualPrecisionClockSystemClockBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualPrecisionClockSystemClockBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualPrecisionClockSystemClockBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualPrecisionClockSystemClockBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1350,11 +1350,11 @@ impl x::ObjectType for VirtualSATAController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSATAController(v) => Some(v), _ => None, }
+        match object { Object::VirtualSATAController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSATAController(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSATAController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1366,11 +1366,11 @@ impl x::ObjectType for VirtualSATAControllerOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSATAControllerOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualSATAControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSATAControllerOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSATAControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1382,11 +1382,11 @@ impl x::ObjectType for VirtualSCSIController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSCSIController(v) => Some(v), _ => None, }
+        match object { Object::VirtualSCSIController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSCSIController(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSCSIController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1398,11 +1398,11 @@ impl x::ObjectType for VirtualSCSIControllerOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSCSIControllerOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualSCSIControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSCSIControllerOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSCSIControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1414,11 +1414,11 @@ impl x::ObjectType for VirtualSCSIPassthrough {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSCSIPassthrough(v) => Some(v), _ => None, }
+        match object { Object::VirtualSCSIPassthrough(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSCSIPassthrough(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSCSIPassthrough(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1430,11 +1430,11 @@ impl x::ObjectType for VirtualSCSIPassthroughDeviceBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSCSIPassthroughDeviceBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualSCSIPassthroughDeviceBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSCSIPassthroughDeviceBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSCSIPassthroughDeviceBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1446,11 +1446,11 @@ impl x::ObjectType for VirtualSCSIPassthroughDeviceBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSCSIPassthroughDeviceBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualSCSIPassthroughDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSCSIPassthroughDeviceBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSCSIPassthroughDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1462,11 +1462,11 @@ impl x::ObjectType for VirtualSCSIPassthroughOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSCSIPassthroughOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualSCSIPassthroughOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSCSIPassthroughOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSCSIPassthroughOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1478,11 +1478,11 @@ impl x::ObjectType for VirtualSCSISharing {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSCSISharing(v) => Some(v), _ => None, }
+        match object { Object::VirtualSCSISharing(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSCSISharing(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSCSISharing(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1494,11 +1494,11 @@ impl x::ObjectType for VirtualSIOController {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSIOController(v) => Some(v), _ => None, }
+        match object { Object::VirtualSIOController(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSIOController(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSIOController(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1510,11 +1510,11 @@ impl x::ObjectType for VirtualSIOControllerOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSIOControllerOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualSIOControllerOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSIOControllerOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSIOControllerOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1526,11 +1526,11 @@ impl x::ObjectType for VirtualSerialPort {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSerialPort(v) => Some(v), _ => None, }
+        match object { Object::VirtualSerialPort(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSerialPort(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSerialPort(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1542,11 +1542,11 @@ impl x::ObjectType for VirtualSerialPortDeviceBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSerialPortDeviceBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualSerialPortDeviceBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSerialPortDeviceBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSerialPortDeviceBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1558,11 +1558,11 @@ impl x::ObjectType for VirtualSerialPortDeviceBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSerialPortDeviceBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualSerialPortDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSerialPortDeviceBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSerialPortDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1574,11 +1574,11 @@ impl x::ObjectType for VirtualSerialPortEndPoint {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSerialPortEndPoint(v) => Some(v), _ => None, }
+        match object { Object::VirtualSerialPortEndPoint(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSerialPortEndPoint(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSerialPortEndPoint(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1590,11 +1590,11 @@ impl x::ObjectType for VirtualSerialPortFileBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSerialPortFileBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualSerialPortFileBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSerialPortFileBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSerialPortFileBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1606,11 +1606,11 @@ impl x::ObjectType for VirtualSerialPortFileBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSerialPortFileBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualSerialPortFileBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSerialPortFileBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSerialPortFileBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1622,11 +1622,11 @@ impl x::ObjectType for VirtualSerialPortOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSerialPortOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualSerialPortOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSerialPortOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSerialPortOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1638,11 +1638,11 @@ impl x::ObjectType for VirtualSerialPortPipeBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSerialPortPipeBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualSerialPortPipeBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSerialPortPipeBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSerialPortPipeBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1654,11 +1654,11 @@ impl x::ObjectType for VirtualSerialPortPipeBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSerialPortPipeBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualSerialPortPipeBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSerialPortPipeBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSerialPortPipeBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1670,11 +1670,11 @@ impl x::ObjectType for VirtualSerialPortThinPrintBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSerialPortThinPrintBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualSerialPortThinPrintBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSerialPortThinPrintBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSerialPortThinPrintBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1686,11 +1686,11 @@ impl x::ObjectType for VirtualSerialPortThinPrintBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSerialPortThinPrintBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualSerialPortThinPrintBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSerialPortThinPrintBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSerialPortThinPrintBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1702,11 +1702,11 @@ impl x::ObjectType for VirtualSerialPortURIBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSerialPortURIBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualSerialPortURIBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSerialPortURIBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSerialPortURIBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1718,11 +1718,11 @@ impl x::ObjectType for VirtualSerialPortURIBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSerialPortURIBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualSerialPortURIBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSerialPortURIBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSerialPortURIBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1734,11 +1734,11 @@ impl x::ObjectType for VirtualSoundBlaster16 {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSoundBlaster16(v) => Some(v), _ => None, }
+        match object { Object::VirtualSoundBlaster16(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSoundBlaster16(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSoundBlaster16(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1750,11 +1750,11 @@ impl x::ObjectType for VirtualSoundBlaster16Option {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSoundBlaster16Option(v) => Some(v), _ => None, }
+        match object { Object::VirtualSoundBlaster16Option(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSoundBlaster16Option(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSoundBlaster16Option(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1766,11 +1766,11 @@ impl x::ObjectType for VirtualSoundCard {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSoundCard(v) => Some(v), _ => None, }
+        match object { Object::VirtualSoundCard(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSoundCard(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSoundCard(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1782,11 +1782,11 @@ impl x::ObjectType for VirtualSoundCardDeviceBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSoundCardDeviceBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualSoundCardDeviceBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSoundCardDeviceBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSoundCardDeviceBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1798,11 +1798,11 @@ impl x::ObjectType for VirtualSoundCardDeviceBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSoundCardDeviceBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualSoundCardDeviceBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSoundCardDeviceBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSoundCardDeviceBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1814,11 +1814,11 @@ impl x::ObjectType for VirtualSoundCardOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSoundCardOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualSoundCardOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSoundCardOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSoundCardOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1830,11 +1830,11 @@ impl x::ObjectType for VirtualSriovEthernetCard {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSriovEthernetCard(v) => Some(v), _ => None, }
+        match object { Object::VirtualSriovEthernetCard(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSriovEthernetCard(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSriovEthernetCard(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1846,11 +1846,11 @@ impl x::ObjectType for VirtualSriovEthernetCardOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSriovEthernetCardOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualSriovEthernetCardOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSriovEthernetCardOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSriovEthernetCardOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1862,11 +1862,11 @@ impl x::ObjectType for VirtualSriovEthernetCardSriovBackingInfo {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSriovEthernetCardSriovBackingInfo(v) => Some(v), _ => None, }
+        match object { Object::VirtualSriovEthernetCardSriovBackingInfo(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSriovEthernetCardSriovBackingInfo(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSriovEthernetCardSriovBackingInfo(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1878,11 +1878,11 @@ impl x::ObjectType for VirtualSriovEthernetCardSriovBackingOption {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSriovEthernetCardSriovBackingOption(v) => Some(v), _ => None, }
+        match object { Object::VirtualSriovEthernetCardSriovBackingOption(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSriovEthernetCardSriovBackingOption(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSriovEthernetCardSriovBackingOption(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1894,11 +1894,11 @@ impl x::ObjectType for VirtualSwitchProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSwitchProfile(v) => Some(v), _ => None, }
+        match object { Object::VirtualSwitchProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSwitchProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSwitchProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }
 
@@ -1910,10 +1910,10 @@ impl x::ObjectType for VirtualSwitchSelectionProfile {
     }
     #[inline]
     fn object_ref(object: &Object) -> Option<&Self> {
-        match object { Object::VirtualSwitchSelectionProfile(v) => Some(v), _ => None, }
+        match object { Object::VirtualSwitchSelectionProfile(v) => Some(v), #[allow(unreachable_patterns)] _ => None, }
     }
     #[inline]
     fn from_object(object: Object) -> Result<Box<Self>, Object> {
-        match object { Object::VirtualSwitchSelectionProfile(v) => Ok(v), other => Err(other), }
+        match object { Object::VirtualSwitchSelectionProfile(v) => Ok(v), #[allow(unreachable_patterns)] other => Err(other), }
     }
 }

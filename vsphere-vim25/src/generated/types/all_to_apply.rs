@@ -626,6 +626,7 @@ impl x::Fields for AnswerFileSerializedCreateSpec {
         w.write("answerFileConfigString", &self.answer_file_config_string);
     }
 }
+#[cfg(feature = "admin")]
 /// `AnswerFileStatusError` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct AnswerFileStatusError {
@@ -634,20 +635,25 @@ pub struct AnswerFileStatusError {
     /// `errMsg`.
     pub err_msg: LocalizableMessage,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AnswerFileStatusError {
     const TYPE_NAME: &'static str = "AnswerFileStatusError";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AnswerFileStatusError {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AnswerFileStatusError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AnswerFileStatusError", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AnswerFileStatusError {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AnswerFileStatusError {
     fn decode_field(
         &mut self,
@@ -667,10 +673,12 @@ impl x::Fields for AnswerFileStatusError {
         w.write("errMsg", &self.err_msg);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for AnswerFileStatusError {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfAnswerFileStatusError";
     const ITEM_TAG: &'static str = "AnswerFileStatusError";
 }
+#[cfg(feature = "admin")]
 /// `AnswerFileStatusResult` (extends `DynamicData`).
 #[derive(Default)]
 pub struct AnswerFileStatusResult {
@@ -683,20 +691,25 @@ pub struct AnswerFileStatusResult {
     /// `error`.
     pub error: Vec<AnswerFileStatusError>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AnswerFileStatusResult {
     const TYPE_NAME: &'static str = "AnswerFileStatusResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AnswerFileStatusResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AnswerFileStatusResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AnswerFileStatusResult", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AnswerFileStatusResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AnswerFileStatusResult {
     #[inline]
     fn clone(&self) -> Self {
@@ -708,6 +721,7 @@ impl Clone for AnswerFileStatusResult {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AnswerFileStatusResult {
     fn decode_field(
         &mut self,
@@ -731,6 +745,7 @@ impl x::Fields for AnswerFileStatusResult {
         w.write_vec("error", &self.error);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for AnswerFileStatusResult {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfAnswerFileStatusResult";
     const ITEM_TAG: &'static str = "AnswerFileStatusResult";
@@ -916,6 +931,7 @@ impl x::Fields for ApplicationQuiesceFault {
         x::Fields::encode_fields(&self.snapshot_fault, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `ApplyHostProfileConfigurationResult` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ApplyHostProfileConfigurationResult {
@@ -930,20 +946,25 @@ pub struct ApplyHostProfileConfigurationResult {
     /// `errors`.
     pub errors: Vec<LocalizedMethodFault>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ApplyHostProfileConfigurationResult {
     const TYPE_NAME: &'static str = "ApplyHostProfileConfigurationResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ApplyHostProfileConfigurationResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ApplyHostProfileConfigurationResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ApplyHostProfileConfigurationResult", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ApplyHostProfileConfigurationResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ApplyHostProfileConfigurationResult {
     #[inline]
     fn clone(&self) -> Self {
@@ -956,6 +977,7 @@ impl Clone for ApplyHostProfileConfigurationResult {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ApplyHostProfileConfigurationResult {
     fn decode_field(
         &mut self,
@@ -981,10 +1003,12 @@ impl x::Fields for ApplyHostProfileConfigurationResult {
         w.write_vec("errors", &self.errors);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ApplyHostProfileConfigurationResult {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfApplyHostProfileConfigurationResult";
     const ITEM_TAG: &'static str = "ApplyHostProfileConfigurationResult";
 }
+#[cfg(feature = "admin")]
 /// `ApplyHostProfileConfigurationSpec` (extends `ProfileExecuteResult`).
 ///
 /// The fields of `ProfileExecuteResult` are in `profile_execute_result`, also reachable through `Deref`.
@@ -1005,20 +1029,25 @@ pub struct ApplyHostProfileConfigurationSpec {
     /// `faultData`.
     pub fault_data: Option<LocalizedMethodFault>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ApplyHostProfileConfigurationSpec {
     const TYPE_NAME: &'static str = "ApplyHostProfileConfigurationSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ApplyHostProfileConfigurationSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ApplyHostProfileConfigurationSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ApplyHostProfileConfigurationSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ApplyHostProfileConfigurationSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ApplyHostProfileConfigurationSpec {
     #[inline]
     fn clone(&self) -> Self {
@@ -1033,6 +1062,7 @@ impl Clone for ApplyHostProfileConfigurationSpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ApplyHostProfileConfigurationSpec {
     type Target = ProfileExecuteResult;
     #[inline]
@@ -1040,12 +1070,14 @@ impl std::ops::Deref for ApplyHostProfileConfigurationSpec {
         &self.profile_execute_result
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ApplyHostProfileConfigurationSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut ProfileExecuteResult {
         &mut self.profile_execute_result
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ApplyHostProfileConfigurationSpec {
     fn decode_field(
         &mut self,
@@ -1076,6 +1108,7 @@ impl x::Fields for ApplyHostProfileConfigurationSpec {
         w.write_opt("faultData", &self.fault_data);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ApplyHostProfileConfigurationSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfApplyHostProfileConfigurationSpec";
     const ITEM_TAG: &'static str = "ApplyHostProfileConfigurationSpec";

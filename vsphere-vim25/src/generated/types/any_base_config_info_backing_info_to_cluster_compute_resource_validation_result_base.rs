@@ -863,36 +863,45 @@ impl x::VariantOf<AnyClusterAction> for StoragePlacementAction {
         }
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterComputeResourceValidationResultBase` or one of its 2 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyClusterComputeResourceValidationResultBase::ClusterComputeResourceValidationResultBase`].
 #[non_exhaustive]
 pub enum AnyClusterComputeResourceValidationResultBase {
+    #[cfg(feature = "admin")]
     ClusterComputeResourceValidationResultBase(
         Box<ClusterComputeResourceValidationResultBase>,
     ),
+    #[cfg(feature = "admin")]
     ClusterComputeResourceDVSConfigurationValidation(
         Box<ClusterComputeResourceDVSConfigurationValidation>,
     ),
+    #[cfg(feature = "admin")]
     ClusterComputeResourceHostConfigurationValidation(
         Box<ClusterComputeResourceHostConfigurationValidation>,
     ),
 }
+#[cfg(feature = "admin")]
 impl Default for AnyClusterComputeResourceValidationResultBase {
     fn default() -> Self {
         Self::ClusterComputeResourceValidationResultBase(Box::default())
     }
 }
+#[cfg(feature = "admin")]
 impl AnyClusterComputeResourceValidationResultBase {
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
         match self {
+            #[cfg(feature = "admin")]
             Self::ClusterComputeResourceValidationResultBase(_) => {
                 "ClusterComputeResourceValidationResultBase"
             }
+            #[cfg(feature = "admin")]
             Self::ClusterComputeResourceDVSConfigurationValidation(_) => {
                 "ClusterComputeResourceDVSConfigurationValidation"
             }
+            #[cfg(feature = "admin")]
             Self::ClusterComputeResourceHostConfigurationValidation(_) => {
                 "ClusterComputeResourceHostConfigurationValidation"
             }
@@ -903,6 +912,7 @@ impl AnyClusterComputeResourceValidationResultBase {
         T::variant_ref(self)
     }
 }
+#[cfg(feature = "admin")]
 impl x::FromValue for AnyClusterComputeResourceValidationResultBase {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
         x::any_from_value(
@@ -912,47 +922,57 @@ impl x::FromValue for AnyClusterComputeResourceValidationResultBase {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for AnyClusterComputeResourceValidationResultBase {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterComputeResourceValidationResultBase";
     const ITEM_TAG: &'static str = "ClusterComputeResourceValidationResultBase";
 }
 // SAFETY: every variant is a Box of a generated type whose fields are all
 // Send + Sync (asserted for each variant type by the generated thread_safety test).
-unsafe impl Send for AnyClusterComputeResourceValidationResultBase {}
+#[cfg(feature = "admin")] unsafe impl Send for AnyClusterComputeResourceValidationResultBase {}
 // SAFETY: as above.
-unsafe impl Sync for AnyClusterComputeResourceValidationResultBase {}
+#[cfg(feature = "admin")] unsafe impl Sync for AnyClusterComputeResourceValidationResultBase {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AnyClusterComputeResourceValidationResultBase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            #[cfg(feature = "admin")]
             Self::ClusterComputeResourceValidationResultBase(v) => {
                 std::fmt::Debug::fmt(&**v, f)
             }
+            #[cfg(feature = "admin")]
             Self::ClusterComputeResourceDVSConfigurationValidation(v) => {
                 std::fmt::Debug::fmt(&**v, f)
             }
+            #[cfg(feature = "admin")]
             Self::ClusterComputeResourceHostConfigurationValidation(v) => {
                 std::fmt::Debug::fmt(&**v, f)
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AnyClusterComputeResourceValidationResultBase {
     fn eq(&self, other: &Self) -> bool {
         x::same_encoding(self, other)
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AnyClusterComputeResourceValidationResultBase {
     #[inline]
     fn clone(&self) -> Self {
         match self {
+            #[cfg(feature = "admin")]
             Self::ClusterComputeResourceValidationResultBase(v) => {
                 Self::ClusterComputeResourceValidationResultBase(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::ClusterComputeResourceDVSConfigurationValidation(v) => {
                 Self::ClusterComputeResourceDVSConfigurationValidation(
                     Box::new((**v).clone()),
                 )
             }
+            #[cfg(feature = "admin")]
             Self::ClusterComputeResourceHostConfigurationValidation(v) => {
                 Self::ClusterComputeResourceHostConfigurationValidation(
                     Box::new((**v).clone()),
@@ -961,12 +981,15 @@ impl Clone for AnyClusterComputeResourceValidationResultBase {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for AnyClusterComputeResourceValidationResultBase {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
         match self {
+            #[cfg(feature = "admin")]
             Self::ClusterComputeResourceValidationResultBase(v) => {
                 x::Encode::encode_as(&**v, w, tag, None)
             }
+            #[cfg(feature = "admin")]
             Self::ClusterComputeResourceDVSConfigurationValidation(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -975,6 +998,7 @@ impl x::Encode for AnyClusterComputeResourceValidationResultBase {
                     Some("ClusterComputeResourceDVSConfigurationValidation"),
                 )
             }
+            #[cfg(feature = "admin")]
             Self::ClusterComputeResourceHostConfigurationValidation(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -986,6 +1010,7 @@ impl x::Encode for AnyClusterComputeResourceValidationResultBase {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyClusterComputeResourceValidationResultBase {
     /// The value of an `anyType` slot as this enum, if it holds this
     /// type or one of its subtypes; else the object back.
@@ -994,57 +1019,94 @@ impl AnyClusterComputeResourceValidationResultBase {
     ) -> Result<Self, Box<dyn x::DataObject>> {
         use crate::generated::registry as chunks;
         let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::c_1::Object::ClusterComputeResourceValidationResultBase(v)) => {
                 return Ok(Self::ClusterComputeResourceValidationResultBase(v));
             }
+            #[cfg(feature = "admin")]
             Ok(
                 chunks::c_1::Object::ClusterComputeResourceDVSConfigurationValidation(v),
             ) => return Ok(Self::ClusterComputeResourceDVSConfigurationValidation(v)),
+            #[cfg(feature = "admin")]
             Ok(
                 chunks::c_1::Object::ClusterComputeResourceHostConfigurationValidation(v),
             ) => return Ok(Self::ClusterComputeResourceHostConfigurationValidation(v)),
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         Err(object)
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for AnyClusterComputeResourceValidationResultBase {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        let mut ancestor: Option<&'static str> = None;
+        for _ in 0..64 {
+            let type_name = match ancestor {
+                Some(name) => Some(name),
+                None => r.xsi_type(),
+            };
+            return Ok(
+                match type_name {
+                    #[cfg(feature = "admin")]
+                    Some("ClusterComputeResourceDVSConfigurationValidation") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => {
+                                Self::ClusterComputeResourceDVSConfigurationValidation(v)
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "admin")]
+                    Some("ClusterComputeResourceHostConfigurationValidation") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => {
+                                Self::ClusterComputeResourceHostConfigurationValidation(v)
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some(name) => {
+                        match r.registry().base_of(name) {
+                            Some(base) => {
+                                ancestor = Some(base);
+                                continue;
+                            }
+                            None => {
+                                match x::Decode::decode_boxed(r) {
+                                    Ok(v) => Self::ClusterComputeResourceValidationResultBase(v),
+                                    Err(e) => return Err(e),
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterComputeResourceValidationResultBase(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                },
+            );
+        }
         Ok(
-            match r.xsi_type() {
-                Some("ClusterComputeResourceDVSConfigurationValidation") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => {
-                            Self::ClusterComputeResourceDVSConfigurationValidation(v)
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("ClusterComputeResourceHostConfigurationValidation") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => {
-                            Self::ClusterComputeResourceHostConfigurationValidation(v)
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ClusterComputeResourceValidationResultBase(v),
-                        Err(e) => return Err(e),
-                    }
-                }
+            match x::Decode::decode_boxed(r) {
+                Ok(v) => Self::ClusterComputeResourceValidationResultBase(v),
+                Err(e) => return Err(e),
             },
         )
     }
 }
+#[cfg(feature = "admin")]
 impl<T: x::VariantOf<AnyClusterComputeResourceValidationResultBase>> From<T>
 for AnyClusterComputeResourceValidationResultBase {
     fn from(value: T) -> Self {
         value.into_variant()
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyClusterComputeResourceValidationResultBase>
 for ClusterComputeResourceValidationResultBase {
     #[inline]
@@ -1061,10 +1123,13 @@ for ClusterComputeResourceValidationResultBase {
             AnyClusterComputeResourceValidationResultBase::ClusterComputeResourceValidationResultBase(
                 v,
             ) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyClusterComputeResourceValidationResultBase>
 for ClusterComputeResourceDVSConfigurationValidation {
     #[inline]
@@ -1081,10 +1146,13 @@ for ClusterComputeResourceDVSConfigurationValidation {
             AnyClusterComputeResourceValidationResultBase::ClusterComputeResourceDVSConfigurationValidation(
                 v,
             ) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyClusterComputeResourceValidationResultBase>
 for ClusterComputeResourceHostConfigurationValidation {
     #[inline]
@@ -1101,6 +1169,7 @@ for ClusterComputeResourceHostConfigurationValidation {
             AnyClusterComputeResourceValidationResultBase::ClusterComputeResourceHostConfigurationValidation(
                 v,
             ) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }

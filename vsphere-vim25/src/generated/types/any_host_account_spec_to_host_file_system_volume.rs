@@ -149,28 +149,39 @@ impl x::VariantOf<AnyHostAccountSpec> for HostPosixAccountSpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 /// `HostAuthenticationStoreInfo` or one of its 3 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyHostAuthenticationStoreInfo::HostAuthenticationStoreInfo`].
 #[non_exhaustive]
 pub enum AnyHostAuthenticationStoreInfo {
+    #[cfg(feature = "admin")]
     HostAuthenticationStoreInfo(Box<HostAuthenticationStoreInfo>),
+    #[cfg(feature = "admin")]
     HostActiveDirectoryInfo(Box<HostActiveDirectoryInfo>),
+    #[cfg(feature = "admin")]
     HostDirectoryStoreInfo(Box<HostDirectoryStoreInfo>),
+    #[cfg(feature = "admin")]
     HostLocalAuthenticationInfo(Box<HostLocalAuthenticationInfo>),
 }
+#[cfg(feature = "admin")]
 impl Default for AnyHostAuthenticationStoreInfo {
     fn default() -> Self {
         Self::HostAuthenticationStoreInfo(Box::default())
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostAuthenticationStoreInfo {
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostAuthenticationStoreInfo(_) => "HostAuthenticationStoreInfo",
+            #[cfg(feature = "admin")]
             Self::HostActiveDirectoryInfo(_) => "HostActiveDirectoryInfo",
+            #[cfg(feature = "admin")]
             Self::HostDirectoryStoreInfo(_) => "HostDirectoryStoreInfo",
+            #[cfg(feature = "admin")]
             Self::HostLocalAuthenticationInfo(_) => "HostLocalAuthenticationInfo",
         }
     }
@@ -179,72 +190,91 @@ impl AnyHostAuthenticationStoreInfo {
         T::variant_ref(self)
     }
 }
+#[cfg(feature = "admin")]
 impl x::FromValue for AnyHostAuthenticationStoreInfo {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
         x::any_from_value(value, "HostAuthenticationStoreInfo", Self::from_object)
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for AnyHostAuthenticationStoreInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostAuthenticationStoreInfo";
     const ITEM_TAG: &'static str = "HostAuthenticationStoreInfo";
 }
 // SAFETY: every variant is a Box of a generated type whose fields are all
 // Send + Sync (asserted for each variant type by the generated thread_safety test).
-unsafe impl Send for AnyHostAuthenticationStoreInfo {}
+#[cfg(feature = "admin")] unsafe impl Send for AnyHostAuthenticationStoreInfo {}
 // SAFETY: as above.
-unsafe impl Sync for AnyHostAuthenticationStoreInfo {}
+#[cfg(feature = "admin")] unsafe impl Sync for AnyHostAuthenticationStoreInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AnyHostAuthenticationStoreInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostAuthenticationStoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::HostActiveDirectoryInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::HostDirectoryStoreInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::HostLocalAuthenticationInfo(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AnyHostAuthenticationStoreInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_encoding(self, other)
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AnyHostAuthenticationStoreInfo {
     #[inline]
     fn clone(&self) -> Self {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostAuthenticationStoreInfo(v) => {
                 Self::HostAuthenticationStoreInfo(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::HostActiveDirectoryInfo(v) => {
                 Self::HostActiveDirectoryInfo(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::HostDirectoryStoreInfo(v) => {
                 Self::HostDirectoryStoreInfo(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::HostLocalAuthenticationInfo(v) => {
                 Self::HostLocalAuthenticationInfo(Box::new((**v).clone()))
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for AnyHostAuthenticationStoreInfo {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostAuthenticationStoreInfo(v) => {
                 x::Encode::encode_as(&**v, w, tag, None)
             }
+            #[cfg(feature = "admin")]
             Self::HostActiveDirectoryInfo(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostActiveDirectoryInfo"))
             }
+            #[cfg(feature = "admin")]
             Self::HostDirectoryStoreInfo(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostDirectoryStoreInfo"))
             }
+            #[cfg(feature = "admin")]
             Self::HostLocalAuthenticationInfo(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostLocalAuthenticationInfo"))
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostAuthenticationStoreInfo {
     /// The value of an `anyType` slot as this enum, if it holds this
     /// type or one of its subtypes; else the object back.
@@ -253,70 +283,111 @@ impl AnyHostAuthenticationStoreInfo {
     ) -> Result<Self, Box<dyn x::DataObject>> {
         use crate::generated::registry as chunks;
         let object = match x::take_chunk::<chunks::h_1::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::h_1::Object::HostAuthenticationStoreInfo(v)) => {
                 return Ok(Self::HostAuthenticationStoreInfo(v));
             }
+            #[cfg(feature = "admin")]
             Ok(chunks::h_1::Object::HostActiveDirectoryInfo(v)) => {
                 return Ok(Self::HostActiveDirectoryInfo(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::h_3::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::h_3::Object::HostDirectoryStoreInfo(v)) => {
                 return Ok(Self::HostDirectoryStoreInfo(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::h_5::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::h_5::Object::HostLocalAuthenticationInfo(v)) => {
                 return Ok(Self::HostLocalAuthenticationInfo(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         Err(object)
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for AnyHostAuthenticationStoreInfo {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        let mut ancestor: Option<&'static str> = None;
+        for _ in 0..64 {
+            let type_name = match ancestor {
+                Some(name) => Some(name),
+                None => r.xsi_type(),
+            };
+            return Ok(
+                match type_name {
+                    #[cfg(feature = "admin")]
+                    Some("HostActiveDirectoryInfo") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostActiveDirectoryInfo(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "admin")]
+                    Some("HostDirectoryStoreInfo") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDirectoryStoreInfo(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "admin")]
+                    Some("HostLocalAuthenticationInfo") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostLocalAuthenticationInfo(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some(name) => {
+                        match r.registry().base_of(name) {
+                            Some(base) => {
+                                ancestor = Some(base);
+                                continue;
+                            }
+                            None => {
+                                match x::Decode::decode_boxed(r) {
+                                    Ok(v) => Self::HostAuthenticationStoreInfo(v),
+                                    Err(e) => return Err(e),
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostAuthenticationStoreInfo(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                },
+            );
+        }
         Ok(
-            match r.xsi_type() {
-                Some("HostActiveDirectoryInfo") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostActiveDirectoryInfo(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostDirectoryStoreInfo") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostDirectoryStoreInfo(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostLocalAuthenticationInfo") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostLocalAuthenticationInfo(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostAuthenticationStoreInfo(v),
-                        Err(e) => return Err(e),
-                    }
-                }
+            match x::Decode::decode_boxed(r) {
+                Ok(v) => Self::HostAuthenticationStoreInfo(v),
+                Err(e) => return Err(e),
             },
         )
     }
 }
+#[cfg(feature = "admin")]
 impl<T: x::VariantOf<AnyHostAuthenticationStoreInfo>> From<T>
 for AnyHostAuthenticationStoreInfo {
     fn from(value: T) -> Self {
         value.into_variant()
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostAuthenticationStoreInfo> for HostAuthenticationStoreInfo {
     #[inline]
     fn into_variant(self) -> AnyHostAuthenticationStoreInfo {
@@ -326,10 +397,13 @@ impl x::VariantOf<AnyHostAuthenticationStoreInfo> for HostAuthenticationStoreInf
     fn variant_ref(any: &AnyHostAuthenticationStoreInfo) -> Option<&Self> {
         match any {
             AnyHostAuthenticationStoreInfo::HostAuthenticationStoreInfo(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostAuthenticationStoreInfo> for HostActiveDirectoryInfo {
     #[inline]
     fn into_variant(self) -> AnyHostAuthenticationStoreInfo {
@@ -339,10 +413,13 @@ impl x::VariantOf<AnyHostAuthenticationStoreInfo> for HostActiveDirectoryInfo {
     fn variant_ref(any: &AnyHostAuthenticationStoreInfo) -> Option<&Self> {
         match any {
             AnyHostAuthenticationStoreInfo::HostActiveDirectoryInfo(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostAuthenticationStoreInfo> for HostDirectoryStoreInfo {
     #[inline]
     fn into_variant(self) -> AnyHostAuthenticationStoreInfo {
@@ -352,10 +429,13 @@ impl x::VariantOf<AnyHostAuthenticationStoreInfo> for HostDirectoryStoreInfo {
     fn variant_ref(any: &AnyHostAuthenticationStoreInfo) -> Option<&Self> {
         match any {
             AnyHostAuthenticationStoreInfo::HostDirectoryStoreInfo(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostAuthenticationStoreInfo> for HostLocalAuthenticationInfo {
     #[inline]
     fn into_variant(self) -> AnyHostAuthenticationStoreInfo {
@@ -365,6 +445,7 @@ impl x::VariantOf<AnyHostAuthenticationStoreInfo> for HostLocalAuthenticationInf
     fn variant_ref(any: &AnyHostAuthenticationStoreInfo) -> Option<&Self> {
         match any {
             AnyHostAuthenticationStoreInfo::HostLocalAuthenticationInfo(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -718,24 +799,31 @@ impl x::VariantOf<AnyHostDatastoreConnectInfo> for HostDatastoreNameConflictConn
         }
     }
 }
+#[cfg(feature = "admin")]
 /// `HostDnsConfig` or one of its 1 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyHostDnsConfig::HostDnsConfig`].
 #[non_exhaustive]
 pub enum AnyHostDnsConfig {
+    #[cfg(feature = "admin")]
     HostDnsConfig(Box<HostDnsConfig>),
+    #[cfg(feature = "admin")]
     HostDnsConfigSpec(Box<HostDnsConfigSpec>),
 }
+#[cfg(feature = "admin")]
 impl Default for AnyHostDnsConfig {
     fn default() -> Self {
         Self::HostDnsConfig(Box::default())
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostDnsConfig {
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostDnsConfig(_) => "HostDnsConfig",
+            #[cfg(feature = "admin")]
             Self::HostDnsConfigSpec(_) => "HostDnsConfigSpec",
         }
     }
@@ -744,6 +832,7 @@ impl AnyHostDnsConfig {
         T::variant_ref(self)
     }
 }
+#[cfg(feature = "admin")]
 impl x::FromValue for AnyHostDnsConfig {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
         x::any_from_value(value, "HostDnsConfig", Self::from_object)
@@ -751,43 +840,54 @@ impl x::FromValue for AnyHostDnsConfig {
 }
 // SAFETY: every variant is a Box of a generated type whose fields are all
 // Send + Sync (asserted for each variant type by the generated thread_safety test).
-unsafe impl Send for AnyHostDnsConfig {}
+#[cfg(feature = "admin")] unsafe impl Send for AnyHostDnsConfig {}
 // SAFETY: as above.
-unsafe impl Sync for AnyHostDnsConfig {}
+#[cfg(feature = "admin")] unsafe impl Sync for AnyHostDnsConfig {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AnyHostDnsConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostDnsConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::HostDnsConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AnyHostDnsConfig {
     fn eq(&self, other: &Self) -> bool {
         x::same_encoding(self, other)
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AnyHostDnsConfig {
     #[inline]
     fn clone(&self) -> Self {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostDnsConfig(v) => Self::HostDnsConfig(Box::new((**v).clone())),
+            #[cfg(feature = "admin")]
             Self::HostDnsConfigSpec(v) => {
                 Self::HostDnsConfigSpec(Box::new((**v).clone()))
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for AnyHostDnsConfig {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostDnsConfig(v) => x::Encode::encode_as(&**v, w, tag, None),
+            #[cfg(feature = "admin")]
             Self::HostDnsConfigSpec(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostDnsConfigSpec"))
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostDnsConfig {
     /// The value of an `anyType` slot as this enum, if it holds this
     /// type or one of its subtypes; else the object back.
@@ -796,43 +896,78 @@ impl AnyHostDnsConfig {
     ) -> Result<Self, Box<dyn x::DataObject>> {
         use crate::generated::registry as chunks;
         let object = match x::take_chunk::<chunks::h_3::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::h_3::Object::HostDnsConfig(v)) => {
                 return Ok(Self::HostDnsConfig(v));
             }
+            #[cfg(feature = "admin")]
             Ok(chunks::h_3::Object::HostDnsConfigSpec(v)) => {
                 return Ok(Self::HostDnsConfigSpec(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         Err(object)
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for AnyHostDnsConfig {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        let mut ancestor: Option<&'static str> = None;
+        for _ in 0..64 {
+            let type_name = match ancestor {
+                Some(name) => Some(name),
+                None => r.xsi_type(),
+            };
+            return Ok(
+                match type_name {
+                    #[cfg(feature = "admin")]
+                    Some("HostDnsConfigSpec") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDnsConfigSpec(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some(name) => {
+                        match r.registry().base_of(name) {
+                            Some(base) => {
+                                ancestor = Some(base);
+                                continue;
+                            }
+                            None => {
+                                match x::Decode::decode_boxed(r) {
+                                    Ok(v) => Self::HostDnsConfig(v),
+                                    Err(e) => return Err(e),
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDnsConfig(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                },
+            );
+        }
         Ok(
-            match r.xsi_type() {
-                Some("HostDnsConfigSpec") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostDnsConfigSpec(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostDnsConfig(v),
-                        Err(e) => return Err(e),
-                    }
-                }
+            match x::Decode::decode_boxed(r) {
+                Ok(v) => Self::HostDnsConfig(v),
+                Err(e) => return Err(e),
             },
         )
     }
 }
+#[cfg(feature = "admin")]
 impl<T: x::VariantOf<AnyHostDnsConfig>> From<T> for AnyHostDnsConfig {
     fn from(value: T) -> Self {
         value.into_variant()
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostDnsConfig> for HostDnsConfig {
     #[inline]
     fn into_variant(self) -> AnyHostDnsConfig {
@@ -842,10 +977,13 @@ impl x::VariantOf<AnyHostDnsConfig> for HostDnsConfig {
     fn variant_ref(any: &AnyHostDnsConfig) -> Option<&Self> {
         match any {
             AnyHostDnsConfig::HostDnsConfig(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostDnsConfig> for HostDnsConfigSpec {
     #[inline]
     fn into_variant(self) -> AnyHostDnsConfig {
@@ -855,6 +993,7 @@ impl x::VariantOf<AnyHostDnsConfig> for HostDnsConfigSpec {
     fn variant_ref(any: &AnyHostDnsConfig) -> Option<&Self> {
         match any {
             AnyHostDnsConfig::HostDnsConfigSpec(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -865,9 +1004,11 @@ impl x::VariantOf<AnyHostDnsConfig> for HostDnsConfigSpec {
 #[non_exhaustive]
 pub enum AnyHostFileSystemVolume {
     HostFileSystemVolume(Box<HostFileSystemVolume>),
+    #[cfg(feature = "admin")]
     HostLocalFileSystemVolume(Box<HostLocalFileSystemVolume>),
     HostNasVolume(Box<HostNasVolume>),
     HostPMemVolume(Box<HostPMemVolume>),
+    #[cfg(feature = "admin")]
     HostVfatVolume(Box<HostVfatVolume>),
     HostVffsVolume(Box<HostVffsVolume>),
     HostVmfsVolume(Box<HostVmfsVolume>),
@@ -883,9 +1024,11 @@ impl AnyHostFileSystemVolume {
     pub fn type_name(&self) -> &'static str {
         match self {
             Self::HostFileSystemVolume(_) => "HostFileSystemVolume",
+            #[cfg(feature = "admin")]
             Self::HostLocalFileSystemVolume(_) => "HostLocalFileSystemVolume",
             Self::HostNasVolume(_) => "HostNasVolume",
             Self::HostPMemVolume(_) => "HostPMemVolume",
+            #[cfg(feature = "admin")]
             Self::HostVfatVolume(_) => "HostVfatVolume",
             Self::HostVffsVolume(_) => "HostVffsVolume",
             Self::HostVmfsVolume(_) => "HostVmfsVolume",
@@ -911,9 +1054,11 @@ impl std::fmt::Debug for AnyHostFileSystemVolume {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::HostFileSystemVolume(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::HostLocalFileSystemVolume(v) => std::fmt::Debug::fmt(&**v, f),
             Self::HostNasVolume(v) => std::fmt::Debug::fmt(&**v, f),
             Self::HostPMemVolume(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::HostVfatVolume(v) => std::fmt::Debug::fmt(&**v, f),
             Self::HostVffsVolume(v) => std::fmt::Debug::fmt(&**v, f),
             Self::HostVmfsVolume(v) => std::fmt::Debug::fmt(&**v, f),
@@ -933,11 +1078,13 @@ impl Clone for AnyHostFileSystemVolume {
             Self::HostFileSystemVolume(v) => {
                 Self::HostFileSystemVolume(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::HostLocalFileSystemVolume(v) => {
                 Self::HostLocalFileSystemVolume(Box::new((**v).clone()))
             }
             Self::HostNasVolume(v) => Self::HostNasVolume(Box::new((**v).clone())),
             Self::HostPMemVolume(v) => Self::HostPMemVolume(Box::new((**v).clone())),
+            #[cfg(feature = "admin")]
             Self::HostVfatVolume(v) => Self::HostVfatVolume(Box::new((**v).clone())),
             Self::HostVffsVolume(v) => Self::HostVffsVolume(Box::new((**v).clone())),
             Self::HostVmfsVolume(v) => Self::HostVmfsVolume(Box::new((**v).clone())),
@@ -949,6 +1096,7 @@ impl x::Encode for AnyHostFileSystemVolume {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
         match self {
             Self::HostFileSystemVolume(v) => x::Encode::encode_as(&**v, w, tag, None),
+            #[cfg(feature = "admin")]
             Self::HostLocalFileSystemVolume(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostLocalFileSystemVolume"))
             }
@@ -958,6 +1106,7 @@ impl x::Encode for AnyHostFileSystemVolume {
             Self::HostPMemVolume(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostPMemVolume"))
             }
+            #[cfg(feature = "admin")]
             Self::HostVfatVolume(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostVfatVolume"))
             }
@@ -990,6 +1139,7 @@ impl AnyHostFileSystemVolume {
             Ok(chunks::h_10::Object::HostVvolVolume(v)) => {
                 return Ok(Self::HostVvolVolume(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
@@ -997,16 +1147,19 @@ impl AnyHostFileSystemVolume {
             Ok(chunks::h_3::Object::HostFileSystemVolume(v)) => {
                 return Ok(Self::HostFileSystemVolume(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::h_5::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::h_5::Object::HostLocalFileSystemVolume(v)) => {
                 return Ok(Self::HostLocalFileSystemVolume(v));
             }
             Ok(chunks::h_5::Object::HostNasVolume(v)) => {
                 return Ok(Self::HostNasVolume(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
@@ -1014,13 +1167,16 @@ impl AnyHostFileSystemVolume {
             Ok(chunks::h_6::Object::HostPMemVolume(v)) => {
                 return Ok(Self::HostPMemVolume(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::h_9::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::h_9::Object::HostVfatVolume(v)) => {
                 return Ok(Self::HostVfatVolume(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
@@ -1029,56 +1185,85 @@ impl AnyHostFileSystemVolume {
 }
 impl x::Decode for AnyHostFileSystemVolume {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        let mut ancestor: Option<&'static str> = None;
+        for _ in 0..64 {
+            let type_name = match ancestor {
+                Some(name) => Some(name),
+                None => r.xsi_type(),
+            };
+            return Ok(
+                match type_name {
+                    #[cfg(feature = "admin")]
+                    Some("HostLocalFileSystemVolume") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostLocalFileSystemVolume(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("HostNasVolume") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostNasVolume(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("HostPMemVolume") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostPMemVolume(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "admin")]
+                    Some("HostVfatVolume") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostVfatVolume(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("HostVffsVolume") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostVffsVolume(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("HostVmfsVolume") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostVmfsVolume(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("HostVvolVolume") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostVvolVolume(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some(name) => {
+                        match r.registry().base_of(name) {
+                            Some(base) => {
+                                ancestor = Some(base);
+                                continue;
+                            }
+                            None => {
+                                match x::Decode::decode_boxed(r) {
+                                    Ok(v) => Self::HostFileSystemVolume(v),
+                                    Err(e) => return Err(e),
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostFileSystemVolume(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                },
+            );
+        }
         Ok(
-            match r.xsi_type() {
-                Some("HostLocalFileSystemVolume") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostLocalFileSystemVolume(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostNasVolume") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostNasVolume(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostPMemVolume") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostPMemVolume(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostVfatVolume") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostVfatVolume(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostVffsVolume") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostVffsVolume(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostVmfsVolume") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostVmfsVolume(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostVvolVolume") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostVvolVolume(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostFileSystemVolume(v),
-                        Err(e) => return Err(e),
-                    }
-                }
+            match x::Decode::decode_boxed(r) {
+                Ok(v) => Self::HostFileSystemVolume(v),
+                Err(e) => return Err(e),
             },
         )
     }
@@ -1097,10 +1282,12 @@ impl x::VariantOf<AnyHostFileSystemVolume> for HostFileSystemVolume {
     fn variant_ref(any: &AnyHostFileSystemVolume) -> Option<&Self> {
         match any {
             AnyHostFileSystemVolume::HostFileSystemVolume(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostFileSystemVolume> for HostLocalFileSystemVolume {
     #[inline]
     fn into_variant(self) -> AnyHostFileSystemVolume {
@@ -1110,6 +1297,7 @@ impl x::VariantOf<AnyHostFileSystemVolume> for HostLocalFileSystemVolume {
     fn variant_ref(any: &AnyHostFileSystemVolume) -> Option<&Self> {
         match any {
             AnyHostFileSystemVolume::HostLocalFileSystemVolume(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -1123,6 +1311,7 @@ impl x::VariantOf<AnyHostFileSystemVolume> for HostNasVolume {
     fn variant_ref(any: &AnyHostFileSystemVolume) -> Option<&Self> {
         match any {
             AnyHostFileSystemVolume::HostNasVolume(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -1136,10 +1325,12 @@ impl x::VariantOf<AnyHostFileSystemVolume> for HostPMemVolume {
     fn variant_ref(any: &AnyHostFileSystemVolume) -> Option<&Self> {
         match any {
             AnyHostFileSystemVolume::HostPMemVolume(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostFileSystemVolume> for HostVfatVolume {
     #[inline]
     fn into_variant(self) -> AnyHostFileSystemVolume {
@@ -1149,6 +1340,7 @@ impl x::VariantOf<AnyHostFileSystemVolume> for HostVfatVolume {
     fn variant_ref(any: &AnyHostFileSystemVolume) -> Option<&Self> {
         match any {
             AnyHostFileSystemVolume::HostVfatVolume(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -1162,6 +1354,7 @@ impl x::VariantOf<AnyHostFileSystemVolume> for HostVffsVolume {
     fn variant_ref(any: &AnyHostFileSystemVolume) -> Option<&Self> {
         match any {
             AnyHostFileSystemVolume::HostVffsVolume(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -1175,6 +1368,7 @@ impl x::VariantOf<AnyHostFileSystemVolume> for HostVmfsVolume {
     fn variant_ref(any: &AnyHostFileSystemVolume) -> Option<&Self> {
         match any {
             AnyHostFileSystemVolume::HostVmfsVolume(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -1188,6 +1382,7 @@ impl x::VariantOf<AnyHostFileSystemVolume> for HostVvolVolume {
     fn variant_ref(any: &AnyHostFileSystemVolume) -> Option<&Self> {
         match any {
             AnyHostFileSystemVolume::HostVvolVolume(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }

@@ -563,6 +563,7 @@ impl x::ArrayItem for AuthorizationRole {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfAuthorizationRole";
     const ITEM_TAG: &'static str = "AuthorizationRole";
 }
+#[cfg(feature = "admin")]
 /// `AutoStartDefaults` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct AutoStartDefaults {
@@ -577,20 +578,25 @@ pub struct AutoStartDefaults {
     /// `stopAction`.
     pub stop_action: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AutoStartDefaults {
     const TYPE_NAME: &'static str = "AutoStartDefaults";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AutoStartDefaults {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AutoStartDefaults {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AutoStartDefaults", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AutoStartDefaults {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AutoStartDefaults {
     fn decode_field(
         &mut self,
@@ -616,6 +622,7 @@ impl x::Fields for AutoStartDefaults {
         w.write_opt("stopAction", &self.stop_action);
     }
 }
+#[cfg(feature = "admin")]
 /// `AutoStartPowerInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct AutoStartPowerInfo {
@@ -634,20 +641,25 @@ pub struct AutoStartPowerInfo {
     /// `stopAction`.
     pub stop_action: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AutoStartPowerInfo {
     const TYPE_NAME: &'static str = "AutoStartPowerInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AutoStartPowerInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AutoStartPowerInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AutoStartPowerInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AutoStartPowerInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AutoStartPowerInfo {
     fn decode_field(
         &mut self,
@@ -677,6 +689,7 @@ impl x::Fields for AutoStartPowerInfo {
         w.write("stopAction", &self.stop_action);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for AutoStartPowerInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfAutoStartPowerInfo";
     const ITEM_TAG: &'static str = "AutoStartPowerInfo";

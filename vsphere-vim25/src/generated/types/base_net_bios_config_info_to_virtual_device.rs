@@ -382,6 +382,7 @@ impl AnyProfileCreateSpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyProfileExecuteResult {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<ProfileExecuteResult>()` is true for every variant).
@@ -392,7 +393,9 @@ impl AnyProfileExecuteResult {
     #[inline]
     pub fn base(&self) -> &ProfileExecuteResult {
         match self {
+            #[cfg(feature = "admin")]
             Self::ProfileExecuteResult(value) => value,
+            #[cfg(feature = "admin")]
             Self::ApplyHostProfileConfigurationSpec(value) => {
                 &value.profile_execute_result
             }
@@ -402,7 +405,9 @@ impl AnyProfileExecuteResult {
     #[inline]
     pub fn base_mut(&mut self) -> &mut ProfileExecuteResult {
         match self {
+            #[cfg(feature = "admin")]
             Self::ProfileExecuteResult(value) => value,
+            #[cfg(feature = "admin")]
             Self::ApplyHostProfileConfigurationSpec(value) => {
                 &mut value.profile_execute_result
             }

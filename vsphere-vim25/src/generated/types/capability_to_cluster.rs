@@ -967,6 +967,7 @@ impl x::Fields for ClusterComputeResourceCryptoModePolicy {
         w.write_opt("providerId", &self.provider_id);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterComputeResourceDVSConfigurationValidation` (extends `ClusterComputeResourceValidationResultBase`).
 ///
 /// The fields of `ClusterComputeResourceValidationResultBase` are in `cluster_compute_resource_validation_result_base`, also reachable through `Deref`.
@@ -979,10 +980,13 @@ pub struct ClusterComputeResourceDVSConfigurationValidation {
     /// `isDvpgValid`.
     pub is_dvpg_valid: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterComputeResourceDVSConfigurationValidation {
     const TYPE_NAME: &'static str = "ClusterComputeResourceDVSConfigurationValidation";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterComputeResourceDVSConfigurationValidation {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterComputeResourceDVSConfigurationValidation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -992,11 +996,13 @@ impl std::fmt::Debug for ClusterComputeResourceDVSConfigurationValidation {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterComputeResourceDVSConfigurationValidation {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ClusterComputeResourceDVSConfigurationValidation {
     type Target = ClusterComputeResourceValidationResultBase;
     #[inline]
@@ -1004,12 +1010,14 @@ impl std::ops::Deref for ClusterComputeResourceDVSConfigurationValidation {
         &self.cluster_compute_resource_validation_result_base
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ClusterComputeResourceDVSConfigurationValidation {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterComputeResourceValidationResultBase {
         &mut self.cluster_compute_resource_validation_result_base
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterComputeResourceDVSConfigurationValidation {
     fn decode_field(
         &mut self,
@@ -1039,6 +1047,7 @@ impl x::Fields for ClusterComputeResourceDVSConfigurationValidation {
         w.write("isDvpgValid", &self.is_dvpg_valid);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterComputeResourceDVSSetting` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ClusterComputeResourceDVSSetting {
@@ -1051,20 +1060,25 @@ pub struct ClusterComputeResourceDVSSetting {
         ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping,
     >,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterComputeResourceDVSSetting {
     const TYPE_NAME: &'static str = "ClusterComputeResourceDVSSetting";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterComputeResourceDVSSetting {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterComputeResourceDVSSetting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterComputeResourceDVSSetting", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterComputeResourceDVSSetting {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ClusterComputeResourceDVSSetting {
     #[inline]
     fn clone(&self) -> Self {
@@ -1075,6 +1089,7 @@ impl Clone for ClusterComputeResourceDVSSetting {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterComputeResourceDVSSetting {
     fn decode_field(
         &mut self,
@@ -1096,10 +1111,12 @@ impl x::Fields for ClusterComputeResourceDVSSetting {
         w.write_vec("dvPortgroupSetting", &self.dv_portgroup_setting);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ClusterComputeResourceDVSSetting {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterComputeResourceDVSSetting";
     const ITEM_TAG: &'static str = "ClusterComputeResourceDVSSetting";
 }
+#[cfg(feature = "admin")]
 /// `ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
@@ -1108,10 +1125,13 @@ pub struct ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
     /// `service`.
     pub service: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
     const TYPE_NAME: &'static str = "ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -1121,11 +1141,13 @@ impl std::fmt::Debug for ClusterComputeResourceDVSSettingDVPortgroupToServiceMap
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
     fn decode_field(
         &mut self,
@@ -1145,10 +1167,12 @@ impl x::Fields for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
         w.write("service", &self.service);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping";
     const ITEM_TAG: &'static str = "ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping";
 }
+#[cfg(feature = "admin")]
 /// `ClusterComputeResourceDvsProfile` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ClusterComputeResourceDvsProfile {
@@ -1163,20 +1187,25 @@ pub struct ClusterComputeResourceDvsProfile {
         ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping,
     >,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterComputeResourceDvsProfile {
     const TYPE_NAME: &'static str = "ClusterComputeResourceDvsProfile";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterComputeResourceDvsProfile {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterComputeResourceDvsProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterComputeResourceDvsProfile", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterComputeResourceDvsProfile {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ClusterComputeResourceDvsProfile {
     #[inline]
     fn clone(&self) -> Self {
@@ -1188,6 +1217,7 @@ impl Clone for ClusterComputeResourceDvsProfile {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterComputeResourceDvsProfile {
     fn decode_field(
         &mut self,
@@ -1211,10 +1241,12 @@ impl x::Fields for ClusterComputeResourceDvsProfile {
         w.write_vec("dvPortgroupMapping", &self.dv_portgroup_mapping);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ClusterComputeResourceDvsProfile {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterComputeResourceDvsProfile";
     const ITEM_TAG: &'static str = "ClusterComputeResourceDvsProfile";
 }
+#[cfg(feature = "admin")]
 /// `ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
@@ -1225,10 +1257,13 @@ pub struct ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
     /// `service`.
     pub service: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
     const TYPE_NAME: &'static str = "ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug
 for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1239,11 +1274,13 @@ for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
     fn decode_field(
         &mut self,
@@ -1265,10 +1302,12 @@ impl x::Fields for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMappi
         w.write("service", &self.service);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping";
     const ITEM_TAG: &'static str = "ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping";
 }
+#[cfg(feature = "admin")]
 /// `ClusterComputeResourceHCIConfigInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ClusterComputeResourceHCIConfigInfo {
@@ -1281,20 +1320,25 @@ pub struct ClusterComputeResourceHCIConfigInfo {
     /// `hostConfigProfile`.
     pub host_config_profile: Option<ClusterComputeResourceHostConfigurationProfile>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterComputeResourceHCIConfigInfo {
     const TYPE_NAME: &'static str = "ClusterComputeResourceHCIConfigInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterComputeResourceHCIConfigInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterComputeResourceHCIConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterComputeResourceHCIConfigInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterComputeResourceHCIConfigInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ClusterComputeResourceHCIConfigInfo {
     #[inline]
     fn clone(&self) -> Self {
@@ -1306,6 +1350,7 @@ impl Clone for ClusterComputeResourceHCIConfigInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterComputeResourceHCIConfigInfo {
     fn decode_field(
         &mut self,
@@ -1329,6 +1374,7 @@ impl x::Fields for ClusterComputeResourceHCIConfigInfo {
         w.write_opt("hostConfigProfile", &self.host_config_profile);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterComputeResourceHCIConfigSpec` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ClusterComputeResourceHCIConfigSpec {
@@ -1341,20 +1387,25 @@ pub struct ClusterComputeResourceHCIConfigSpec {
     /// `vcProf`.
     pub vc_prof: Option<ClusterComputeResourceVCProfile>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterComputeResourceHCIConfigSpec {
     const TYPE_NAME: &'static str = "ClusterComputeResourceHCIConfigSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterComputeResourceHCIConfigSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterComputeResourceHCIConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterComputeResourceHCIConfigSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterComputeResourceHCIConfigSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ClusterComputeResourceHCIConfigSpec {
     #[inline]
     fn clone(&self) -> Self {
@@ -1366,6 +1417,7 @@ impl Clone for ClusterComputeResourceHCIConfigSpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterComputeResourceHCIConfigSpec {
     fn decode_field(
         &mut self,
@@ -1389,6 +1441,7 @@ impl x::Fields for ClusterComputeResourceHCIConfigSpec {
         w.write_opt("vcProf", &self.vc_prof);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterComputeResourceHostConfigurationInput` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ClusterComputeResourceHostConfigurationInput {
@@ -1399,10 +1452,13 @@ pub struct ClusterComputeResourceHostConfigurationInput {
     /// `allowedInNonMaintenanceMode`.
     pub allowed_in_non_maintenance_mode: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterComputeResourceHostConfigurationInput {
     const TYPE_NAME: &'static str = "ClusterComputeResourceHostConfigurationInput";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterComputeResourceHostConfigurationInput {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterComputeResourceHostConfigurationInput {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -1412,11 +1468,13 @@ impl std::fmt::Debug for ClusterComputeResourceHostConfigurationInput {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterComputeResourceHostConfigurationInput {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ClusterComputeResourceHostConfigurationInput {
     #[inline]
     fn clone(&self) -> Self {
@@ -1427,6 +1485,7 @@ impl Clone for ClusterComputeResourceHostConfigurationInput {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterComputeResourceHostConfigurationInput {
     fn decode_field(
         &mut self,
@@ -1453,10 +1512,12 @@ impl x::Fields for ClusterComputeResourceHostConfigurationInput {
         );
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ClusterComputeResourceHostConfigurationInput {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterComputeResourceHostConfigurationInput";
     const ITEM_TAG: &'static str = "ClusterComputeResourceHostConfigurationInput";
 }
+#[cfg(feature = "admin")]
 /// `ClusterComputeResourceHostConfigurationProfile` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ClusterComputeResourceHostConfigurationProfile {
@@ -1465,10 +1526,13 @@ pub struct ClusterComputeResourceHostConfigurationProfile {
     /// `lockdownMode`.
     pub lockdown_mode: Option<HostLockdownMode>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterComputeResourceHostConfigurationProfile {
     const TYPE_NAME: &'static str = "ClusterComputeResourceHostConfigurationProfile";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterComputeResourceHostConfigurationProfile {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterComputeResourceHostConfigurationProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -1478,11 +1542,13 @@ impl std::fmt::Debug for ClusterComputeResourceHostConfigurationProfile {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterComputeResourceHostConfigurationProfile {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterComputeResourceHostConfigurationProfile {
     fn decode_field(
         &mut self,
@@ -1502,6 +1568,7 @@ impl x::Fields for ClusterComputeResourceHostConfigurationProfile {
         w.write_opt("lockdownMode", &self.lockdown_mode);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterComputeResourceHostConfigurationValidation` (extends `ClusterComputeResourceValidationResultBase`).
 ///
 /// The fields of `ClusterComputeResourceValidationResultBase` are in `cluster_compute_resource_validation_result_base`, also reachable through `Deref`.
@@ -1520,10 +1587,13 @@ pub struct ClusterComputeResourceHostConfigurationValidation {
     /// `isLockdownModeValid`.
     pub is_lockdown_mode_valid: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterComputeResourceHostConfigurationValidation {
     const TYPE_NAME: &'static str = "ClusterComputeResourceHostConfigurationValidation";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterComputeResourceHostConfigurationValidation {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterComputeResourceHostConfigurationValidation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -1533,11 +1603,13 @@ impl std::fmt::Debug for ClusterComputeResourceHostConfigurationValidation {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterComputeResourceHostConfigurationValidation {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ClusterComputeResourceHostConfigurationValidation {
     type Target = ClusterComputeResourceValidationResultBase;
     #[inline]
@@ -1545,12 +1617,14 @@ impl std::ops::Deref for ClusterComputeResourceHostConfigurationValidation {
         &self.cluster_compute_resource_validation_result_base
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ClusterComputeResourceHostConfigurationValidation {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterComputeResourceValidationResultBase {
         &mut self.cluster_compute_resource_validation_result_base
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterComputeResourceHostConfigurationValidation {
     fn decode_field(
         &mut self,
@@ -1651,6 +1725,7 @@ impl x::ArrayItem for ClusterComputeResourceHostEvacuationInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterComputeResourceHostEvacuationInfo";
     const ITEM_TAG: &'static str = "ClusterComputeResourceHostEvacuationInfo";
 }
+#[cfg(feature = "admin")]
 /// `ClusterComputeResourceHostVmkNicInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ClusterComputeResourceHostVmkNicInfo {
@@ -1659,20 +1734,25 @@ pub struct ClusterComputeResourceHostVmkNicInfo {
     /// `service`.
     pub service: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterComputeResourceHostVmkNicInfo {
     const TYPE_NAME: &'static str = "ClusterComputeResourceHostVmkNicInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterComputeResourceHostVmkNicInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterComputeResourceHostVmkNicInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterComputeResourceHostVmkNicInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterComputeResourceHostVmkNicInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterComputeResourceHostVmkNicInfo {
     fn decode_field(
         &mut self,
@@ -1692,6 +1772,7 @@ impl x::Fields for ClusterComputeResourceHostVmkNicInfo {
         w.write("service", &self.service);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ClusterComputeResourceHostVmkNicInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterComputeResourceHostVmkNicInfo";
     const ITEM_TAG: &'static str = "ClusterComputeResourceHostVmkNicInfo";
@@ -1901,6 +1982,7 @@ impl x::Fields for ClusterComputeResourceSummary {
         w.write_vec("vcsSlots", &self.vcs_slots);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterComputeResourceVCProfile` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ClusterComputeResourceVCProfile {
@@ -1911,20 +1993,25 @@ pub struct ClusterComputeResourceVCProfile {
     /// `evcGraphicsModeKey`.
     pub evc_graphics_mode_key: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterComputeResourceVCProfile {
     const TYPE_NAME: &'static str = "ClusterComputeResourceVCProfile";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterComputeResourceVCProfile {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterComputeResourceVCProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterComputeResourceVCProfile", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterComputeResourceVCProfile {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterComputeResourceVCProfile {
     fn decode_field(
         &mut self,
@@ -1946,6 +2033,7 @@ impl x::Fields for ClusterComputeResourceVCProfile {
         w.write_opt("evcGraphicsModeKey", &self.evc_graphics_mode_key);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterComputeResourceValidationResultBase` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyClusterComputeResourceValidationResultBase`], which also carries its subtypes.
@@ -1954,10 +2042,13 @@ pub struct ClusterComputeResourceValidationResultBase {
     /// `info`.
     pub info: Vec<LocalizableMessage>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterComputeResourceValidationResultBase {
     const TYPE_NAME: &'static str = "ClusterComputeResourceValidationResultBase";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterComputeResourceValidationResultBase {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterComputeResourceValidationResultBase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -1967,11 +2058,13 @@ impl std::fmt::Debug for ClusterComputeResourceValidationResultBase {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterComputeResourceValidationResultBase {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ClusterComputeResourceValidationResultBase {
     #[inline]
     fn clone(&self) -> Self {
@@ -1980,6 +2073,7 @@ impl Clone for ClusterComputeResourceValidationResultBase {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterComputeResourceValidationResultBase {
     fn decode_field(
         &mut self,
@@ -2061,6 +2155,7 @@ impl x::ArrayItem for ClusterComputeResourceVcsSlots {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterComputeResourceVcsSlots";
     const ITEM_TAG: &'static str = "ClusterComputeResourceVcsSlots";
 }
+#[cfg(feature = "admin")]
 /// `ClusterConfigInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ClusterConfigInfo {
@@ -2075,20 +2170,25 @@ pub struct ClusterConfigInfo {
     /// `rule`.
     pub rule: Vec<AnyClusterRuleInfo>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterConfigInfo {
     const TYPE_NAME: &'static str = "ClusterConfigInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterConfigInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterConfigInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterConfigInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ClusterConfigInfo {
     #[inline]
     fn clone(&self) -> Self {
@@ -2101,6 +2201,7 @@ impl Clone for ClusterConfigInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterConfigInfo {
     fn decode_field(
         &mut self,
@@ -2126,6 +2227,7 @@ impl x::Fields for ClusterConfigInfo {
         w.write_vec("rule", &self.rule);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterConfigInfoEx` (extends `ComputeResourceConfigInfo`).
 ///
 /// The fields of `ComputeResourceConfigInfo` are in `compute_resource_config_info`, also reachable through `Deref`.
@@ -2170,20 +2272,25 @@ pub struct ClusterConfigInfoEx {
     /// Since vSphere API 9.0.0.0.
     pub vsan_core_config: Option<VsanClusterCoreConfig>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterConfigInfoEx {
     const TYPE_NAME: &'static str = "ClusterConfigInfoEx";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterConfigInfoEx {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterConfigInfoEx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterConfigInfoEx", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterConfigInfoEx {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ClusterConfigInfoEx {
     #[inline]
     fn clone(&self) -> Self {
@@ -2209,6 +2316,7 @@ impl Clone for ClusterConfigInfoEx {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ClusterConfigInfoEx {
     type Target = ComputeResourceConfigInfo;
     #[inline]
@@ -2216,12 +2324,14 @@ impl std::ops::Deref for ClusterConfigInfoEx {
         &self.compute_resource_config_info
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ClusterConfigInfoEx {
     #[inline]
     fn deref_mut(&mut self) -> &mut ComputeResourceConfigInfo {
         &mut self.compute_resource_config_info
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterConfigInfoEx {
     fn decode_field(
         &mut self,
@@ -2625,6 +2735,7 @@ impl x::Fields for ClusterCryptoConfigInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterDasAamHostInfo` (extends `ClusterDasHostInfo`).
 #[derive(Default)]
 pub struct ClusterDasAamHostInfo {
@@ -2633,20 +2744,25 @@ pub struct ClusterDasAamHostInfo {
     /// `primaryHosts`.
     pub primary_hosts: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterDasAamHostInfo {
     const TYPE_NAME: &'static str = "ClusterDasAamHostInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterDasAamHostInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterDasAamHostInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterDasAamHostInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterDasAamHostInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ClusterDasAamHostInfo {
     #[inline]
     fn clone(&self) -> Self {
@@ -2656,6 +2772,7 @@ impl Clone for ClusterDasAamHostInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterDasAamHostInfo {
     fn decode_field(
         &mut self,
@@ -2675,6 +2792,7 @@ impl x::Fields for ClusterDasAamHostInfo {
         w.write_vec("primaryHosts", &self.primary_hosts);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterDasAamNodeState` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ClusterDasAamNodeState {
@@ -2687,20 +2805,25 @@ pub struct ClusterDasAamNodeState {
     /// `runtimeState`.
     pub runtime_state: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterDasAamNodeState {
     const TYPE_NAME: &'static str = "ClusterDasAamNodeState";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterDasAamNodeState {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterDasAamNodeState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterDasAamNodeState", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterDasAamNodeState {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterDasAamNodeState {
     fn decode_field(
         &mut self,
@@ -2724,6 +2847,7 @@ impl x::Fields for ClusterDasAamNodeState {
         w.write("runtimeState", &self.runtime_state);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ClusterDasAamNodeState {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDasAamNodeState";
     const ITEM_TAG: &'static str = "ClusterDasAamNodeState";
@@ -2810,6 +2934,7 @@ impl x::Fields for ClusterDasAdmissionControlPolicy {
         );
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterDasAdvancedRuntimeInfo` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyClusterDasAdvancedRuntimeInfo`], which also carries its subtypes.
@@ -2822,20 +2947,25 @@ pub struct ClusterDasAdvancedRuntimeInfo {
     /// `heartbeatDatastoreInfo`.
     pub heartbeat_datastore_info: Vec<DasHeartbeatDatastoreInfo>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterDasAdvancedRuntimeInfo {
     const TYPE_NAME: &'static str = "ClusterDasAdvancedRuntimeInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterDasAdvancedRuntimeInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterDasAdvancedRuntimeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterDasAdvancedRuntimeInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterDasAdvancedRuntimeInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ClusterDasAdvancedRuntimeInfo {
     #[inline]
     fn clone(&self) -> Self {
@@ -2846,6 +2976,7 @@ impl Clone for ClusterDasAdvancedRuntimeInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterDasAdvancedRuntimeInfo {
     fn decode_field(
         &mut self,
@@ -2867,6 +2998,7 @@ impl x::Fields for ClusterDasAdvancedRuntimeInfo {
         w.write_vec("heartbeatDatastoreInfo", &self.heartbeat_datastore_info);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
@@ -2875,10 +3007,13 @@ pub struct ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
     /// `storagePDLSupported`.
     pub storage_pdl_supported: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
     const TYPE_NAME: &'static str = "ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -2888,11 +3023,13 @@ impl std::fmt::Debug for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
     fn decode_field(
         &mut self,
@@ -3007,79 +3144,5 @@ impl x::Fields for ClusterDasConfigInfo {
         w.write_vec("option", &self.option);
         w.write_vec("heartbeatDatastore", &self.heartbeat_datastore);
         w.write_opt("hBDatastoreCandidatePolicy", &self.h_b_datastore_candidate_policy);
-    }
-}
-/// `ClusterDasData` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyClusterDasData`], which also carries its subtypes.
-#[derive(Clone, Default)]
-pub struct ClusterDasData {}
-impl x::SchemaType for ClusterDasData {
-    const TYPE_NAME: &'static str = "ClusterDasData";
-}
-impl x::Structure for ClusterDasData {}
-impl std::fmt::Debug for ClusterDasData {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ClusterDasData", x::fields_ref(self))
-    }
-}
-impl PartialEq for ClusterDasData {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ClusterDasData {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `ClusterDasDataSummary` (extends `ClusterDasData`).
-#[derive(Clone, Default)]
-pub struct ClusterDasDataSummary {
-    /// `hostListVersion`.
-    pub host_list_version: i64,
-    /// `clusterConfigVersion`.
-    pub cluster_config_version: i64,
-    /// `compatListVersion`.
-    pub compat_list_version: i64,
-}
-impl x::SchemaType for ClusterDasDataSummary {
-    const TYPE_NAME: &'static str = "ClusterDasDataSummary";
-}
-impl x::Structure for ClusterDasDataSummary {}
-impl std::fmt::Debug for ClusterDasDataSummary {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ClusterDasDataSummary", x::fields_ref(self))
-    }
-}
-impl PartialEq for ClusterDasDataSummary {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ClusterDasDataSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostListVersion" => r.read(&mut self.host_list_version),
-            "clusterConfigVersion" => r.read(&mut self.cluster_config_version),
-            "compatListVersion" => r.read(&mut self.compat_list_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hostListVersion", &self.host_list_version);
-        w.write("clusterConfigVersion", &self.cluster_config_version);
-        w.write("compatListVersion", &self.compat_list_version);
     }
 }

@@ -56,6 +56,7 @@ impl x::Fields for CollectorAddressUnset {
         x::Fields::encode_fields(&self.dvs_fault, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `ComplianceFailure` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ComplianceFailure {
@@ -68,20 +69,25 @@ pub struct ComplianceFailure {
     /// `failureValues`.
     pub failure_values: Vec<ComplianceFailureComplianceFailureValues>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ComplianceFailure {
     const TYPE_NAME: &'static str = "ComplianceFailure";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ComplianceFailure {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ComplianceFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ComplianceFailure", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ComplianceFailure {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ComplianceFailure {
     #[inline]
     fn clone(&self) -> Self {
@@ -93,6 +99,7 @@ impl Clone for ComplianceFailure {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ComplianceFailure {
     fn decode_field(
         &mut self,
@@ -116,10 +123,12 @@ impl x::Fields for ComplianceFailure {
         w.write_vec("failureValues", &self.failure_values);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ComplianceFailure {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfComplianceFailure";
     const ITEM_TAG: &'static str = "ComplianceFailure";
 }
+#[cfg(feature = "admin")]
 /// `ComplianceFailureComplianceFailureValues` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ComplianceFailureComplianceFailureValues {
@@ -132,10 +141,13 @@ pub struct ComplianceFailureComplianceFailureValues {
     /// `profileValue`.
     pub profile_value: Option<x::Value>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ComplianceFailureComplianceFailureValues {
     const TYPE_NAME: &'static str = "ComplianceFailureComplianceFailureValues";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ComplianceFailureComplianceFailureValues {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ComplianceFailureComplianceFailureValues {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -145,11 +157,13 @@ impl std::fmt::Debug for ComplianceFailureComplianceFailureValues {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ComplianceFailureComplianceFailureValues {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ComplianceFailureComplianceFailureValues {
     fn decode_field(
         &mut self,
@@ -173,6 +187,7 @@ impl x::Fields for ComplianceFailureComplianceFailureValues {
         w.write_opt("profileValue", &self.profile_value);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ComplianceFailureComplianceFailureValues {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfComplianceFailureComplianceFailureValues";
     const ITEM_TAG: &'static str = "ComplianceFailureComplianceFailureValues";
@@ -286,6 +301,7 @@ impl x::Fields for ComplianceProfile {
         w.write("rootExpression", &self.root_expression);
     }
 }
+#[cfg(feature = "admin")]
 /// `ComplianceResult` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ComplianceResult {
@@ -300,20 +316,25 @@ pub struct ComplianceResult {
     /// `failure`.
     pub failure: Vec<ComplianceFailure>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ComplianceResult {
     const TYPE_NAME: &'static str = "ComplianceResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ComplianceResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ComplianceResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ComplianceResult", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ComplianceResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ComplianceResult {
     #[inline]
     fn clone(&self) -> Self {
@@ -326,6 +347,7 @@ impl Clone for ComplianceResult {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ComplianceResult {
     fn decode_field(
         &mut self,
@@ -351,6 +373,7 @@ impl x::Fields for ComplianceResult {
         w.write_vec("failure", &self.failure);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ComplianceResult {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfComplianceResult";
     const ITEM_TAG: &'static str = "ComplianceResult";
@@ -419,6 +442,7 @@ impl x::Fields for CompositePolicyOption {
         w.write_vec("option", &self.option);
     }
 }
+#[cfg(feature = "admin")]
 /// `ComputeResourceConfigInfo` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyComputeResourceConfigInfo`], which also carries its subtypes.
@@ -433,20 +457,25 @@ pub struct ComputeResourceConfigInfo {
     /// `maximumHardwareVersionKey`.
     pub maximum_hardware_version_key: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ComputeResourceConfigInfo {
     const TYPE_NAME: &'static str = "ComputeResourceConfigInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ComputeResourceConfigInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ComputeResourceConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ComputeResourceConfigInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ComputeResourceConfigInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ComputeResourceConfigInfo {
     fn decode_field(
         &mut self,

@@ -716,6 +716,7 @@ impl x::ArrayItem for CryptoKeyId {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfCryptoKeyId";
     const ITEM_TAG: &'static str = "CryptoKeyId";
 }
+#[cfg(feature = "admin")]
 /// `CryptoKeyPlain` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct CryptoKeyPlain {
@@ -726,20 +727,25 @@ pub struct CryptoKeyPlain {
     /// `keyData`.
     pub key_data: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CryptoKeyPlain {
     const TYPE_NAME: &'static str = "CryptoKeyPlain";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CryptoKeyPlain {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CryptoKeyPlain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CryptoKeyPlain", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CryptoKeyPlain {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CryptoKeyPlain {
     fn decode_field(
         &mut self,
@@ -761,6 +767,7 @@ impl x::Fields for CryptoKeyPlain {
         w.write_secret("keyData", &self.key_data);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for CryptoKeyPlain {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfCryptoKeyPlain";
     const ITEM_TAG: &'static str = "CryptoKeyPlain";

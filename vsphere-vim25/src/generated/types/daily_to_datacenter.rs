@@ -538,6 +538,7 @@ impl x::Fields for DasEnabledEvent {
         x::Fields::encode_fields(&self.cluster_event, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `DasHeartbeatDatastoreInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct DasHeartbeatDatastoreInfo {
@@ -546,20 +547,25 @@ pub struct DasHeartbeatDatastoreInfo {
     /// `hosts`.
     pub hosts: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DasHeartbeatDatastoreInfo {
     const TYPE_NAME: &'static str = "DasHeartbeatDatastoreInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DasHeartbeatDatastoreInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DasHeartbeatDatastoreInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DasHeartbeatDatastoreInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DasHeartbeatDatastoreInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for DasHeartbeatDatastoreInfo {
     #[inline]
     fn clone(&self) -> Self {
@@ -569,6 +575,7 @@ impl Clone for DasHeartbeatDatastoreInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DasHeartbeatDatastoreInfo {
     fn decode_field(
         &mut self,
@@ -588,6 +595,7 @@ impl x::Fields for DasHeartbeatDatastoreInfo {
         w.write_vec("hosts", &self.hosts);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for DasHeartbeatDatastoreInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDasHeartbeatDatastoreInfo";
     const ITEM_TAG: &'static str = "DasHeartbeatDatastoreInfo";

@@ -891,6 +891,7 @@ impl x::ArrayItem for DistributedVirtualPortgroupProblem {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDistributedVirtualPortgroupProblem";
     const ITEM_TAG: &'static str = "DistributedVirtualPortgroupProblem";
 }
+#[cfg(feature = "admin")]
 /// `DistributedVirtualSwitchHostMember` (extends `DynamicData`).
 #[derive(Default)]
 pub struct DistributedVirtualSwitchHostMember {
@@ -907,20 +908,25 @@ pub struct DistributedVirtualSwitchHostMember {
     /// `statusDetail`.
     pub status_detail: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DistributedVirtualSwitchHostMember {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchHostMember";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DistributedVirtualSwitchHostMember {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DistributedVirtualSwitchHostMember {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DistributedVirtualSwitchHostMember", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DistributedVirtualSwitchHostMember {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for DistributedVirtualSwitchHostMember {
     #[inline]
     fn clone(&self) -> Self {
@@ -934,6 +940,7 @@ impl Clone for DistributedVirtualSwitchHostMember {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DistributedVirtualSwitchHostMember {
     fn decode_field(
         &mut self,
@@ -961,6 +968,7 @@ impl x::Fields for DistributedVirtualSwitchHostMember {
         w.write_opt("statusDetail", &self.status_detail);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for DistributedVirtualSwitchHostMember {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDistributedVirtualSwitchHostMember";
     const ITEM_TAG: &'static str = "DistributedVirtualSwitchHostMember";
@@ -998,6 +1006,7 @@ impl x::Fields for DistributedVirtualSwitchHostMemberBacking {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "admin")]
 /// `DistributedVirtualSwitchHostMemberConfigInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct DistributedVirtualSwitchHostMemberConfigInfo {
@@ -1028,10 +1037,13 @@ pub struct DistributedVirtualSwitchHostMemberConfigInfo {
     /// Since vSphere API 9.1.0.0.
     pub tepless_mode: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DistributedVirtualSwitchHostMemberConfigInfo {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchHostMemberConfigInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DistributedVirtualSwitchHostMemberConfigInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DistributedVirtualSwitchHostMemberConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -1041,11 +1053,13 @@ impl std::fmt::Debug for DistributedVirtualSwitchHostMemberConfigInfo {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DistributedVirtualSwitchHostMemberConfigInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for DistributedVirtualSwitchHostMemberConfigInfo {
     #[inline]
     fn clone(&self) -> Self {
@@ -1064,6 +1078,7 @@ impl Clone for DistributedVirtualSwitchHostMemberConfigInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DistributedVirtualSwitchHostMemberConfigInfo {
     fn decode_field(
         &mut self,
@@ -1192,6 +1207,7 @@ impl x::ArrayItem for DistributedVirtualSwitchHostMemberConfigSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDistributedVirtualSwitchHostMemberConfigSpec";
     const ITEM_TAG: &'static str = "DistributedVirtualSwitchHostMemberConfigSpec";
 }
+#[cfg(feature = "admin")]
 /// `DistributedVirtualSwitchHostMemberHostPerfNicOffloadState` (extends `DynamicData`).
 ///
 /// Since vSphere API 9.1.0.0.
@@ -1210,10 +1226,13 @@ pub struct DistributedVirtualSwitchHostMemberHostPerfNicOffloadState {
     /// Since vSphere API 9.1.0.0.
     pub status_description: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DistributedVirtualSwitchHostMemberHostPerfNicOffloadState {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchHostMemberHostPerfNicOffloadState";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DistributedVirtualSwitchHostMemberHostPerfNicOffloadState {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DistributedVirtualSwitchHostMemberHostPerfNicOffloadState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -1223,11 +1242,13 @@ impl std::fmt::Debug for DistributedVirtualSwitchHostMemberHostPerfNicOffloadSta
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DistributedVirtualSwitchHostMemberHostPerfNicOffloadState {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DistributedVirtualSwitchHostMemberHostPerfNicOffloadState {
     fn decode_field(
         &mut self,
@@ -1254,6 +1275,7 @@ impl x::Fields for DistributedVirtualSwitchHostMemberHostPerfNicOffloadState {
         w.write_opt("statusDescription", &self.status_description);
     }
 }
+#[cfg(feature = "admin")]
 /// `DistributedVirtualSwitchHostMemberHostUplinkState` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.3.0.
@@ -1268,10 +1290,13 @@ pub struct DistributedVirtualSwitchHostMemberHostUplinkState {
     /// Since vSphere API 8.0.3.0.
     pub state: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DistributedVirtualSwitchHostMemberHostUplinkState {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchHostMemberHostUplinkState";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DistributedVirtualSwitchHostMemberHostUplinkState {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DistributedVirtualSwitchHostMemberHostUplinkState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -1281,11 +1306,13 @@ impl std::fmt::Debug for DistributedVirtualSwitchHostMemberHostUplinkState {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DistributedVirtualSwitchHostMemberHostUplinkState {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DistributedVirtualSwitchHostMemberHostUplinkState {
     fn decode_field(
         &mut self,
@@ -1310,6 +1337,7 @@ impl x::Fields for DistributedVirtualSwitchHostMemberHostUplinkState {
         w.write("state", &self.state);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for DistributedVirtualSwitchHostMemberHostUplinkState {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState";
     const ITEM_TAG: &'static str = "DistributedVirtualSwitchHostMemberHostUplinkState";
@@ -1420,16 +1448,20 @@ impl x::ArrayItem for DistributedVirtualSwitchHostMemberPnicSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDistributedVirtualSwitchHostMemberPnicSpec";
     const ITEM_TAG: &'static str = "DistributedVirtualSwitchHostMemberPnicSpec";
 }
+#[cfg(feature = "admin")]
 /// `DistributedVirtualSwitchHostMemberRuntimeState` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct DistributedVirtualSwitchHostMemberRuntimeState {
     /// `currentMaxProxySwitchPorts`.
     pub current_max_proxy_switch_ports: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DistributedVirtualSwitchHostMemberRuntimeState {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchHostMemberRuntimeState";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DistributedVirtualSwitchHostMemberRuntimeState {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DistributedVirtualSwitchHostMemberRuntimeState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -1439,11 +1471,13 @@ impl std::fmt::Debug for DistributedVirtualSwitchHostMemberRuntimeState {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DistributedVirtualSwitchHostMemberRuntimeState {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DistributedVirtualSwitchHostMemberRuntimeState {
     fn decode_field(
         &mut self,
@@ -1463,6 +1497,7 @@ impl x::Fields for DistributedVirtualSwitchHostMemberRuntimeState {
         w.write("currentMaxProxySwitchPorts", &self.current_max_proxy_switch_ports);
     }
 }
+#[cfg(feature = "admin")]
 /// `DistributedVirtualSwitchHostMemberTransportZoneInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct DistributedVirtualSwitchHostMemberTransportZoneInfo {
@@ -1471,10 +1506,13 @@ pub struct DistributedVirtualSwitchHostMemberTransportZoneInfo {
     /// `type`.
     pub type_: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DistributedVirtualSwitchHostMemberTransportZoneInfo {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchHostMemberTransportZoneInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DistributedVirtualSwitchHostMemberTransportZoneInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DistributedVirtualSwitchHostMemberTransportZoneInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -1484,11 +1522,13 @@ impl std::fmt::Debug for DistributedVirtualSwitchHostMemberTransportZoneInfo {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DistributedVirtualSwitchHostMemberTransportZoneInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DistributedVirtualSwitchHostMemberTransportZoneInfo {
     fn decode_field(
         &mut self,
@@ -1508,6 +1548,7 @@ impl x::Fields for DistributedVirtualSwitchHostMemberTransportZoneInfo {
         w.write("type", &self.type_);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for DistributedVirtualSwitchHostMemberTransportZoneInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo";
     const ITEM_TAG: &'static str = "DistributedVirtualSwitchHostMemberTransportZoneInfo";

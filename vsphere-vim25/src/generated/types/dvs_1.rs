@@ -118,6 +118,7 @@ impl x::Fields for DVSCapability {
         w.write_opt("featuresSupported", &self.features_supported);
     }
 }
+#[cfg(feature = "admin")]
 /// `DVSConfigInfo` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyDVSConfigInfo`], which also carries its subtypes.
@@ -182,20 +183,25 @@ pub struct DVSConfigInfo {
     /// `pnicCapacityRatioForReservation`.
     pub pnic_capacity_ratio_for_reservation: Option<i32>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DVSConfigInfo {
     const TYPE_NAME: &'static str = "DVSConfigInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DVSConfigInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DVSConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DVSConfigInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DVSConfigInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for DVSConfigInfo {
     #[inline]
     fn clone(&self) -> Self {
@@ -239,6 +245,7 @@ impl Clone for DVSConfigInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DVSConfigInfo {
     fn decode_field(
         &mut self,
@@ -1125,6 +1132,7 @@ impl x::Fields for DVSHealthCheckCapability {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "admin")]
 /// `DVSHealthCheckConfig` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyDVSHealthCheckConfig`], which also carries its subtypes.
@@ -1135,20 +1143,25 @@ pub struct DVSHealthCheckConfig {
     /// `interval`.
     pub interval: Option<i32>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DVSHealthCheckConfig {
     const TYPE_NAME: &'static str = "DVSHealthCheckConfig";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DVSHealthCheckConfig {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DVSHealthCheckConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DVSHealthCheckConfig", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DVSHealthCheckConfig {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DVSHealthCheckConfig {
     fn decode_field(
         &mut self,
@@ -1703,6 +1716,7 @@ impl x::Fields for DVSNetworkResourcePoolAllocationInfo {
         w.write_opt("priorityTag", &self.priority_tag);
     }
 }
+#[cfg(feature = "admin")]
 /// `DVSNetworkResourcePoolConfigSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct DVSNetworkResourcePoolConfigSpec {
@@ -1717,20 +1731,25 @@ pub struct DVSNetworkResourcePoolConfigSpec {
     /// `description`.
     pub description: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DVSNetworkResourcePoolConfigSpec {
     const TYPE_NAME: &'static str = "DVSNetworkResourcePoolConfigSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DVSNetworkResourcePoolConfigSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DVSNetworkResourcePoolConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DVSNetworkResourcePoolConfigSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DVSNetworkResourcePoolConfigSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DVSNetworkResourcePoolConfigSpec {
     fn decode_field(
         &mut self,
@@ -1756,6 +1775,7 @@ impl x::Fields for DVSNetworkResourcePoolConfigSpec {
         w.write_opt("description", &self.description);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for DVSNetworkResourcePoolConfigSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDVSNetworkResourcePoolConfigSpec";
     const ITEM_TAG: &'static str = "DVSNetworkResourcePoolConfigSpec";
@@ -1842,6 +1862,7 @@ impl x::Fields for DVSRollbackCapability {
         w.write("rollbackSupported", &self.rollback_supported);
     }
 }
+#[cfg(feature = "admin")]
 /// `DVSRuntimeInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct DVSRuntimeInfo {
@@ -1850,20 +1871,25 @@ pub struct DVSRuntimeInfo {
     /// `resourceRuntimeInfo`.
     pub resource_runtime_info: Option<DvsResourceRuntimeInfo>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DVSRuntimeInfo {
     const TYPE_NAME: &'static str = "DVSRuntimeInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DVSRuntimeInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DVSRuntimeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DVSRuntimeInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DVSRuntimeInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for DVSRuntimeInfo {
     #[inline]
     fn clone(&self) -> Self {
@@ -1873,6 +1899,7 @@ impl Clone for DVSRuntimeInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DVSRuntimeInfo {
     fn decode_field(
         &mut self,
@@ -2247,6 +2274,7 @@ impl x::Fields for DVSVendorSpecificConfig {
         w.write_vec("keyValue", &self.key_value);
     }
 }
+#[cfg(feature = "admin")]
 /// `DVSVmVnicNetworkResourcePool` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct DVSVmVnicNetworkResourcePool {
@@ -2261,20 +2289,25 @@ pub struct DVSVmVnicNetworkResourcePool {
     /// `allocationInfo`.
     pub allocation_info: Option<DvsVmVnicResourceAllocation>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DVSVmVnicNetworkResourcePool {
     const TYPE_NAME: &'static str = "DVSVmVnicNetworkResourcePool";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DVSVmVnicNetworkResourcePool {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DVSVmVnicNetworkResourcePool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DVSVmVnicNetworkResourcePool", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DVSVmVnicNetworkResourcePool {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DVSVmVnicNetworkResourcePool {
     fn decode_field(
         &mut self,
@@ -2300,6 +2333,7 @@ impl x::Fields for DVSVmVnicNetworkResourcePool {
         w.write_opt("allocationInfo", &self.allocation_info);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for DVSVmVnicNetworkResourcePool {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDVSVmVnicNetworkResourcePool";
     const ITEM_TAG: &'static str = "DVSVmVnicNetworkResourcePool";

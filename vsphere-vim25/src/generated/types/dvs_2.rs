@@ -276,6 +276,7 @@ impl x::Fields for DvsRenamedEvent {
         w.write("newName", &self.new_name);
     }
 }
+#[cfg(feature = "admin")]
 /// `DvsResourceRuntimeInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct DvsResourceRuntimeInfo {
@@ -292,20 +293,25 @@ pub struct DvsResourceRuntimeInfo {
         DvsVmVnicNetworkResourcePoolRuntimeInfo,
     >,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DvsResourceRuntimeInfo {
     const TYPE_NAME: &'static str = "DvsResourceRuntimeInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DvsResourceRuntimeInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DvsResourceRuntimeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DvsResourceRuntimeInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DvsResourceRuntimeInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for DvsResourceRuntimeInfo {
     #[inline]
     fn clone(&self) -> Self {
@@ -320,6 +326,7 @@ impl Clone for DvsResourceRuntimeInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DvsResourceRuntimeInfo {
     fn decode_field(
         &mut self,
@@ -1254,6 +1261,7 @@ impl x::Fields for DvsVNicProfile {
         w.write("ipConfig", &self.ip_config);
     }
 }
+#[cfg(feature = "admin")]
 /// `DvsVmVnicNetworkResourcePoolRuntimeInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct DvsVmVnicNetworkResourcePoolRuntimeInfo {
@@ -1272,10 +1280,13 @@ pub struct DvsVmVnicNetworkResourcePoolRuntimeInfo {
     /// `allocatedResource`.
     pub allocated_resource: Vec<DvsVnicAllocatedResource>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DvsVmVnicNetworkResourcePoolRuntimeInfo {
     const TYPE_NAME: &'static str = "DvsVmVnicNetworkResourcePoolRuntimeInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DvsVmVnicNetworkResourcePoolRuntimeInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DvsVmVnicNetworkResourcePoolRuntimeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -1285,11 +1296,13 @@ impl std::fmt::Debug for DvsVmVnicNetworkResourcePoolRuntimeInfo {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DvsVmVnicNetworkResourcePoolRuntimeInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for DvsVmVnicNetworkResourcePoolRuntimeInfo {
     #[inline]
     fn clone(&self) -> Self {
@@ -1304,6 +1317,7 @@ impl Clone for DvsVmVnicNetworkResourcePoolRuntimeInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DvsVmVnicNetworkResourcePoolRuntimeInfo {
     fn decode_field(
         &mut self,
@@ -1333,30 +1347,37 @@ impl x::Fields for DvsVmVnicNetworkResourcePoolRuntimeInfo {
         w.write_vec("allocatedResource", &self.allocated_resource);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for DvsVmVnicNetworkResourcePoolRuntimeInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo";
     const ITEM_TAG: &'static str = "DvsVmVnicNetworkResourcePoolRuntimeInfo";
 }
+#[cfg(feature = "admin")]
 /// `DvsVmVnicResourceAllocation` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct DvsVmVnicResourceAllocation {
     /// `reservationQuota`.
     pub reservation_quota: Option<i64>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DvsVmVnicResourceAllocation {
     const TYPE_NAME: &'static str = "DvsVmVnicResourceAllocation";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DvsVmVnicResourceAllocation {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DvsVmVnicResourceAllocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DvsVmVnicResourceAllocation", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DvsVmVnicResourceAllocation {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DvsVmVnicResourceAllocation {
     fn decode_field(
         &mut self,
@@ -1374,6 +1395,7 @@ impl x::Fields for DvsVmVnicResourceAllocation {
         w.write_opt("reservationQuota", &self.reservation_quota);
     }
 }
+#[cfg(feature = "admin")]
 /// `DvsVmVnicResourcePoolConfigSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct DvsVmVnicResourcePoolConfigSpec {
@@ -1390,20 +1412,25 @@ pub struct DvsVmVnicResourcePoolConfigSpec {
     /// `description`.
     pub description: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DvsVmVnicResourcePoolConfigSpec {
     const TYPE_NAME: &'static str = "DvsVmVnicResourcePoolConfigSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DvsVmVnicResourcePoolConfigSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DvsVmVnicResourcePoolConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DvsVmVnicResourcePoolConfigSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DvsVmVnicResourcePoolConfigSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DvsVmVnicResourcePoolConfigSpec {
     fn decode_field(
         &mut self,
@@ -1431,10 +1458,12 @@ impl x::Fields for DvsVmVnicResourcePoolConfigSpec {
         w.write_opt("description", &self.description);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for DvsVmVnicResourcePoolConfigSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDvsVmVnicResourcePoolConfigSpec";
     const ITEM_TAG: &'static str = "DvsVmVnicResourcePoolConfigSpec";
 }
+#[cfg(feature = "admin")]
 /// `DvsVnicAllocatedResource` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct DvsVnicAllocatedResource {
@@ -1445,20 +1474,25 @@ pub struct DvsVnicAllocatedResource {
     /// `reservation`.
     pub reservation: Option<i64>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DvsVnicAllocatedResource {
     const TYPE_NAME: &'static str = "DvsVnicAllocatedResource";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DvsVnicAllocatedResource {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DvsVnicAllocatedResource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DvsVnicAllocatedResource", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DvsVnicAllocatedResource {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DvsVnicAllocatedResource {
     fn decode_field(
         &mut self,
@@ -1480,6 +1514,7 @@ impl x::Fields for DvsVnicAllocatedResource {
         w.write_opt("reservation", &self.reservation);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for DvsVnicAllocatedResource {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDvsVnicAllocatedResource";
     const ITEM_TAG: &'static str = "DvsVnicAllocatedResource";

@@ -896,6 +896,7 @@ impl x::Encode for AutoStartAction {
 impl x::SchemaType for AutoStartAction {
     const TYPE_NAME: &'static str = "AutoStartAction";
 }
+#[cfg(feature = "admin")]
 /// `AutoStartWaitHeartbeatSetting`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -909,6 +910,7 @@ pub enum AutoStartWaitHeartbeatSetting {
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
+#[cfg(feature = "admin")]
 impl AutoStartWaitHeartbeatSetting {
     /// The XML value.
     pub fn as_str(&self) -> &str {
@@ -920,11 +922,13 @@ impl AutoStartWaitHeartbeatSetting {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl Default for AutoStartWaitHeartbeatSetting {
     fn default() -> Self {
         Self::Unrecognized(String::new())
     }
 }
+#[cfg(feature = "admin")]
 impl From<&str> for AutoStartWaitHeartbeatSetting {
     fn from(value: &str) -> Self {
         match value {
@@ -935,27 +939,32 @@ impl From<&str> for AutoStartWaitHeartbeatSetting {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::str::FromStr for AutoStartWaitHeartbeatSetting {
     type Err = std::convert::Infallible;
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         Ok(Self::from(value))
     }
 }
+#[cfg(feature = "admin")]
 impl std::fmt::Display for AutoStartWaitHeartbeatSetting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for AutoStartWaitHeartbeatSetting {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
         Ok(Self::from(r.read_text()?.trim()))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for AutoStartWaitHeartbeatSetting {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AutoStartWaitHeartbeatSetting {
     const TYPE_NAME: &'static str = "AutoStartWaitHeartbeatSetting";
 }

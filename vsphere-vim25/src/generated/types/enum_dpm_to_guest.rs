@@ -839,6 +839,7 @@ impl x::Encode for EventFilterSpecRecursionOption {
 impl x::SchemaType for EventFilterSpecRecursionOption {
     const TYPE_NAME: &'static str = "EventFilterSpecRecursionOption";
 }
+#[cfg(feature = "admin")]
 /// `FibreChannelPortType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -854,6 +855,7 @@ pub enum FibreChannelPortType {
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
+#[cfg(feature = "admin")]
 impl FibreChannelPortType {
     /// The XML value.
     pub fn as_str(&self) -> &str {
@@ -866,11 +868,13 @@ impl FibreChannelPortType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl Default for FibreChannelPortType {
     fn default() -> Self {
         Self::Unrecognized(String::new())
     }
 }
+#[cfg(feature = "admin")]
 impl From<&str> for FibreChannelPortType {
     fn from(value: &str) -> Self {
         match value {
@@ -882,27 +886,32 @@ impl From<&str> for FibreChannelPortType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::str::FromStr for FibreChannelPortType {
     type Err = std::convert::Infallible;
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         Ok(Self::from(value))
     }
 }
+#[cfg(feature = "admin")]
 impl std::fmt::Display for FibreChannelPortType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for FibreChannelPortType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
         Ok(Self::from(r.read_text()?.trim()))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for FibreChannelPortType {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for FibreChannelPortType {
     const TYPE_NAME: &'static str = "FibreChannelPortType";
 }

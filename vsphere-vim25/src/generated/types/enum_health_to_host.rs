@@ -2166,6 +2166,7 @@ impl x::Encode for HostFileSystemVolumeFileSystemType {
 impl x::SchemaType for HostFileSystemVolumeFileSystemType {
     const TYPE_NAME: &'static str = "HostFileSystemVolumeFileSystemType";
 }
+#[cfg(feature = "admin")]
 /// `HostFirewallRuleDirection`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -2177,6 +2178,7 @@ pub enum HostFirewallRuleDirection {
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
+#[cfg(feature = "admin")]
 impl HostFirewallRuleDirection {
     /// The XML value.
     pub fn as_str(&self) -> &str {
@@ -2187,11 +2189,13 @@ impl HostFirewallRuleDirection {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl Default for HostFirewallRuleDirection {
     fn default() -> Self {
         Self::Unrecognized(String::new())
     }
 }
+#[cfg(feature = "admin")]
 impl From<&str> for HostFirewallRuleDirection {
     fn from(value: &str) -> Self {
         match value {
@@ -2201,30 +2205,36 @@ impl From<&str> for HostFirewallRuleDirection {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::str::FromStr for HostFirewallRuleDirection {
     type Err = std::convert::Infallible;
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         Ok(Self::from(value))
     }
 }
+#[cfg(feature = "admin")]
 impl std::fmt::Display for HostFirewallRuleDirection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for HostFirewallRuleDirection {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
         Ok(Self::from(r.read_text()?.trim()))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for HostFirewallRuleDirection {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostFirewallRuleDirection {
     const TYPE_NAME: &'static str = "HostFirewallRuleDirection";
 }
+#[cfg(feature = "admin")]
 /// `HostFirewallRulePortType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -2236,6 +2246,7 @@ pub enum HostFirewallRulePortType {
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
+#[cfg(feature = "admin")]
 impl HostFirewallRulePortType {
     /// The XML value.
     pub fn as_str(&self) -> &str {
@@ -2246,11 +2257,13 @@ impl HostFirewallRulePortType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl Default for HostFirewallRulePortType {
     fn default() -> Self {
         Self::Unrecognized(String::new())
     }
 }
+#[cfg(feature = "admin")]
 impl From<&str> for HostFirewallRulePortType {
     fn from(value: &str) -> Self {
         match value {
@@ -2260,27 +2273,32 @@ impl From<&str> for HostFirewallRulePortType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::str::FromStr for HostFirewallRulePortType {
     type Err = std::convert::Infallible;
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         Ok(Self::from(value))
     }
 }
+#[cfg(feature = "admin")]
 impl std::fmt::Display for HostFirewallRulePortType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for HostFirewallRulePortType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
         Ok(Self::from(r.read_text()?.trim()))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for HostFirewallRulePortType {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostFirewallRulePortType {
     const TYPE_NAME: &'static str = "HostFirewallRulePortType";
 }
@@ -3436,6 +3454,7 @@ impl x::Encode for HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation {
 impl x::SchemaType for HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation";
 }
+#[cfg(feature = "admin")]
 /// `HostInternetScsiHbaNetworkBindingSupportType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -3449,6 +3468,7 @@ pub enum HostInternetScsiHbaNetworkBindingSupportType {
     /// A value this version of the bindings does not know.
     Unrecognized(String),
 }
+#[cfg(feature = "admin")]
 impl HostInternetScsiHbaNetworkBindingSupportType {
     /// The XML value.
     pub fn as_str(&self) -> &str {
@@ -3460,11 +3480,13 @@ impl HostInternetScsiHbaNetworkBindingSupportType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl Default for HostInternetScsiHbaNetworkBindingSupportType {
     fn default() -> Self {
         Self::Unrecognized(String::new())
     }
 }
+#[cfg(feature = "admin")]
 impl From<&str> for HostInternetScsiHbaNetworkBindingSupportType {
     fn from(value: &str) -> Self {
         match value {
@@ -3475,27 +3497,32 @@ impl From<&str> for HostInternetScsiHbaNetworkBindingSupportType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::str::FromStr for HostInternetScsiHbaNetworkBindingSupportType {
     type Err = std::convert::Infallible;
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         Ok(Self::from(value))
     }
 }
+#[cfg(feature = "admin")]
 impl std::fmt::Display for HostInternetScsiHbaNetworkBindingSupportType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for HostInternetScsiHbaNetworkBindingSupportType {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
         Ok(Self::from(r.read_text()?.trim()))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for HostInternetScsiHbaNetworkBindingSupportType {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         w.text_element(tag, xsi_type, self.as_str())
     }
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostInternetScsiHbaNetworkBindingSupportType {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaNetworkBindingSupportType";
 }
@@ -3569,75 +3596,4 @@ impl x::Encode for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
 }
 impl x::SchemaType for HostInternetScsiHbaStaticTargetTargetDiscoveryMethod {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaStaticTargetTargetDiscoveryMethod";
-}
-/// `HostIpConfigIpV6AddressConfigType`: an open enumeration; values this version does not know are kept in `Unrecognized`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum HostIpConfigIpV6AddressConfigType {
-    /// `other`.
-    Other,
-    /// `manual`.
-    Manual,
-    /// `dhcp`.
-    Dhcp,
-    /// `linklayer`.
-    Linklayer,
-    /// `random`.
-    Random,
-    /// A value this version of the bindings does not know.
-    Unrecognized(String),
-}
-impl HostIpConfigIpV6AddressConfigType {
-    /// The XML value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Other => "other",
-            Self::Manual => "manual",
-            Self::Dhcp => "dhcp",
-            Self::Linklayer => "linklayer",
-            Self::Random => "random",
-            Self::Unrecognized(value) => value,
-        }
-    }
-}
-impl Default for HostIpConfigIpV6AddressConfigType {
-    fn default() -> Self {
-        Self::Unrecognized(String::new())
-    }
-}
-impl From<&str> for HostIpConfigIpV6AddressConfigType {
-    fn from(value: &str) -> Self {
-        match value {
-            "other" => Self::Other,
-            "manual" => Self::Manual,
-            "dhcp" => Self::Dhcp,
-            "linklayer" => Self::Linklayer,
-            "random" => Self::Random,
-            _ => Self::Unrecognized(value.to_string()),
-        }
-    }
-}
-impl std::str::FromStr for HostIpConfigIpV6AddressConfigType {
-    type Err = std::convert::Infallible;
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        Ok(Self::from(value))
-    }
-}
-impl std::fmt::Display for HostIpConfigIpV6AddressConfigType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl x::Decode for HostIpConfigIpV6AddressConfigType {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(Self::from(r.read_text()?.trim()))
-    }
-}
-impl x::Encode for HostIpConfigIpV6AddressConfigType {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.text_element(tag, xsi_type, self.as_str())
-    }
-}
-impl x::SchemaType for HostIpConfigIpV6AddressConfigType {
-    const TYPE_NAME: &'static str = "HostIpConfigIpV6AddressConfigType";
 }

@@ -462,6 +462,7 @@ impl x::Fields for HostAccountSpec {
         w.write_opt("description", &self.description);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostActiveDirectory` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostActiveDirectory {
@@ -470,20 +471,25 @@ pub struct HostActiveDirectory {
     /// `spec`.
     pub spec: Option<HostActiveDirectorySpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostActiveDirectory {
     const TYPE_NAME: &'static str = "HostActiveDirectory";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostActiveDirectory {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostActiveDirectory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostActiveDirectory", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostActiveDirectory {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostActiveDirectory {
     fn decode_field(
         &mut self,
@@ -503,10 +509,12 @@ impl x::Fields for HostActiveDirectory {
         w.write_opt("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostActiveDirectory {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostActiveDirectory";
     const ITEM_TAG: &'static str = "HostActiveDirectory";
 }
+#[cfg(feature = "admin")]
 /// `HostActiveDirectoryInfo` (extends `HostDirectoryStoreInfo`).
 ///
 /// The fields of `HostDirectoryStoreInfo` are in `host_directory_store_info`, also reachable through `Deref`.
@@ -523,20 +531,25 @@ pub struct HostActiveDirectoryInfo {
     /// `smartCardAuthenticationEnabled`.
     pub smart_card_authentication_enabled: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostActiveDirectoryInfo {
     const TYPE_NAME: &'static str = "HostActiveDirectoryInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostActiveDirectoryInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostActiveDirectoryInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostActiveDirectoryInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostActiveDirectoryInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostActiveDirectoryInfo {
     #[inline]
     fn clone(&self) -> Self {
@@ -549,6 +562,7 @@ impl Clone for HostActiveDirectoryInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for HostActiveDirectoryInfo {
     type Target = HostDirectoryStoreInfo;
     #[inline]
@@ -556,12 +570,14 @@ impl std::ops::Deref for HostActiveDirectoryInfo {
         &self.host_directory_store_info
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for HostActiveDirectoryInfo {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostDirectoryStoreInfo {
         &mut self.host_directory_store_info
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostActiveDirectoryInfo {
     fn decode_field(
         &mut self,
@@ -597,6 +613,7 @@ impl x::Fields for HostActiveDirectoryInfo {
         );
     }
 }
+#[cfg(feature = "admin")]
 /// `HostActiveDirectorySpec` (extends `DynamicData`).
 #[derive(Default)]
 pub struct HostActiveDirectorySpec {
@@ -619,20 +636,25 @@ pub struct HostActiveDirectorySpec {
     /// `smartCardTrustAnchors`.
     pub smart_card_trust_anchors: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostActiveDirectorySpec {
     const TYPE_NAME: &'static str = "HostActiveDirectorySpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostActiveDirectorySpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostActiveDirectorySpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostActiveDirectorySpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostActiveDirectorySpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostActiveDirectorySpec {
     #[inline]
     fn clone(&self) -> Self {
@@ -648,6 +670,7 @@ impl Clone for HostActiveDirectorySpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostActiveDirectorySpec {
     fn decode_field(
         &mut self,
@@ -1037,6 +1060,7 @@ impl x::Fields for HostApplyProfile {
         w.write_opt("authentication", &self.authentication);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostAssignableHardwareBinding` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostAssignableHardwareBinding {
@@ -1053,20 +1077,25 @@ pub struct HostAssignableHardwareBinding {
     /// Since vSphere API 9.1.0.0.
     pub device_key: Option<i32>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostAssignableHardwareBinding {
     const TYPE_NAME: &'static str = "HostAssignableHardwareBinding";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostAssignableHardwareBinding {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostAssignableHardwareBinding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostAssignableHardwareBinding", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostAssignableHardwareBinding {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostAssignableHardwareBinding {
     fn decode_field(
         &mut self,
@@ -1106,30 +1135,37 @@ impl x::Fields for HostAssignableHardwareBinding {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostAssignableHardwareBinding {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostAssignableHardwareBinding";
     const ITEM_TAG: &'static str = "HostAssignableHardwareBinding";
 }
+#[cfg(feature = "admin")]
 /// `HostAssignableHardwareConfig` (extends `DynamicData`).
 #[derive(Default)]
 pub struct HostAssignableHardwareConfig {
     /// `attributeOverride`.
     pub attribute_override: Vec<HostAssignableHardwareConfigAttributeOverride>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostAssignableHardwareConfig {
     const TYPE_NAME: &'static str = "HostAssignableHardwareConfig";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostAssignableHardwareConfig {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostAssignableHardwareConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostAssignableHardwareConfig", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostAssignableHardwareConfig {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostAssignableHardwareConfig {
     #[inline]
     fn clone(&self) -> Self {
@@ -1138,6 +1174,7 @@ impl Clone for HostAssignableHardwareConfig {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostAssignableHardwareConfig {
     fn decode_field(
         &mut self,
@@ -1155,6 +1192,7 @@ impl x::Fields for HostAssignableHardwareConfig {
         w.write_vec("attributeOverride", &self.attribute_override);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostAssignableHardwareConfigAttributeOverride` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostAssignableHardwareConfigAttributeOverride {
@@ -1165,10 +1203,13 @@ pub struct HostAssignableHardwareConfigAttributeOverride {
     /// `value`.
     pub value: Option<x::Value>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostAssignableHardwareConfigAttributeOverride {
     const TYPE_NAME: &'static str = "HostAssignableHardwareConfigAttributeOverride";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostAssignableHardwareConfigAttributeOverride {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostAssignableHardwareConfigAttributeOverride {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
@@ -1178,11 +1219,13 @@ impl std::fmt::Debug for HostAssignableHardwareConfigAttributeOverride {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostAssignableHardwareConfigAttributeOverride {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostAssignableHardwareConfigAttributeOverride {
     fn decode_field(
         &mut self,
@@ -1204,10 +1247,12 @@ impl x::Fields for HostAssignableHardwareConfigAttributeOverride {
         w.write_opt("value", &self.value);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostAssignableHardwareConfigAttributeOverride {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostAssignableHardwareConfigAttributeOverride";
     const ITEM_TAG: &'static str = "HostAssignableHardwareConfigAttributeOverride";
 }
+#[cfg(feature = "admin")]
 /// `HostAuthenticationInfo` (extends `DynamicData`).
 ///
 /// Since vSphere API 9.0.0.0.
@@ -1226,20 +1271,25 @@ pub struct HostAuthenticationInfo {
     /// Since vSphere API 9.0.0.0.
     pub ssl_certificates: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostAuthenticationInfo {
     const TYPE_NAME: &'static str = "HostAuthenticationInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostAuthenticationInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostAuthenticationInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostAuthenticationInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostAuthenticationInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostAuthenticationInfo {
     #[inline]
     fn clone(&self) -> Self {
@@ -1250,6 +1300,7 @@ impl Clone for HostAuthenticationInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostAuthenticationInfo {
     fn decode_field(
         &mut self,
@@ -1272,30 +1323,37 @@ impl x::Fields for HostAuthenticationInfo {
         w.write_vec("sslCertificates", &self.ssl_certificates);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostAuthenticationInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostAuthenticationInfo";
     const ITEM_TAG: &'static str = "HostAuthenticationInfo";
 }
+#[cfg(feature = "admin")]
 /// `HostAuthenticationManagerInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct HostAuthenticationManagerInfo {
     /// `authConfig`.
     pub auth_config: Vec<AnyHostAuthenticationStoreInfo>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostAuthenticationManagerInfo {
     const TYPE_NAME: &'static str = "HostAuthenticationManagerInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostAuthenticationManagerInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostAuthenticationManagerInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostAuthenticationManagerInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostAuthenticationManagerInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostAuthenticationManagerInfo {
     #[inline]
     fn clone(&self) -> Self {
@@ -1304,6 +1362,7 @@ impl Clone for HostAuthenticationManagerInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostAuthenticationManagerInfo {
     fn decode_field(
         &mut self,
@@ -1321,6 +1380,7 @@ impl x::Fields for HostAuthenticationManagerInfo {
         w.write_vec("authConfig", &self.auth_config);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostAuthenticationStoreInfo` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostAuthenticationStoreInfo`], which also carries its subtypes.
@@ -1329,20 +1389,25 @@ pub struct HostAuthenticationStoreInfo {
     /// `enabled`.
     pub enabled: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostAuthenticationStoreInfo {
     const TYPE_NAME: &'static str = "HostAuthenticationStoreInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostAuthenticationStoreInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostAuthenticationStoreInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostAuthenticationStoreInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostAuthenticationStoreInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostAuthenticationStoreInfo {
     fn decode_field(
         &mut self,
@@ -1360,6 +1425,7 @@ impl x::Fields for HostAuthenticationStoreInfo {
         w.write("enabled", &self.enabled);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostAutoStartManagerConfig` (extends `DynamicData`).
 #[derive(Default)]
 pub struct HostAutoStartManagerConfig {
@@ -1368,20 +1434,25 @@ pub struct HostAutoStartManagerConfig {
     /// `powerInfo`.
     pub power_info: Vec<AutoStartPowerInfo>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostAutoStartManagerConfig {
     const TYPE_NAME: &'static str = "HostAutoStartManagerConfig";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostAutoStartManagerConfig {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostAutoStartManagerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostAutoStartManagerConfig", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostAutoStartManagerConfig {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostAutoStartManagerConfig {
     #[inline]
     fn clone(&self) -> Self {
@@ -1391,6 +1462,7 @@ impl Clone for HostAutoStartManagerConfig {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostAutoStartManagerConfig {
     fn decode_field(
         &mut self,
@@ -1410,6 +1482,7 @@ impl x::Fields for HostAutoStartManagerConfig {
         w.write_vec("powerInfo", &self.power_info);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostBIOSInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostBIOSInfo {
@@ -1432,20 +1505,25 @@ pub struct HostBIOSInfo {
     /// Since vSphere API 8.0.2.0.
     pub firmware_type: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostBIOSInfo {
     const TYPE_NAME: &'static str = "HostBIOSInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostBIOSInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostBIOSInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostBIOSInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostBIOSInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostBIOSInfo {
     fn decode_field(
         &mut self,
@@ -1485,23 +1563,29 @@ impl x::Fields for HostBIOSInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 /// `HostBlockAdapterTargetTransport` (extends `HostTargetTransport`).
 #[derive(Clone, Default)]
 pub struct HostBlockAdapterTargetTransport {}
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostBlockAdapterTargetTransport {
     const TYPE_NAME: &'static str = "HostBlockAdapterTargetTransport";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostBlockAdapterTargetTransport {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostBlockAdapterTargetTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostBlockAdapterTargetTransport", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostBlockAdapterTargetTransport {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostBlockAdapterTargetTransport {
     fn decode_field(
         &mut self,
@@ -1512,6 +1596,7 @@ impl x::Fields for HostBlockAdapterTargetTransport {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
+#[cfg(feature = "admin")]
 /// `HostBlockHba` (extends `HostHostBusAdapter`).
 ///
 /// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
@@ -1520,20 +1605,25 @@ pub struct HostBlockHba {
     /// The fields `HostBlockHba` inherits from `HostHostBusAdapter`.
     pub host_host_bus_adapter: HostHostBusAdapter,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostBlockHba {
     const TYPE_NAME: &'static str = "HostBlockHba";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostBlockHba {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostBlockHba {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostBlockHba", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostBlockHba {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for HostBlockHba {
     type Target = HostHostBusAdapter;
     #[inline]
@@ -1541,12 +1631,14 @@ impl std::ops::Deref for HostBlockHba {
         &self.host_host_bus_adapter
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for HostBlockHba {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
         &mut self.host_host_bus_adapter
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostBlockHba {
     fn decode_field(
         &mut self,
@@ -1669,6 +1761,7 @@ impl x::Fields for HostBootDeviceInfo {
         w.write_opt("currentBootDeviceKey", &self.current_boot_device_key);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostCacheConfigurationInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostCacheConfigurationInfo {
@@ -1677,20 +1770,25 @@ pub struct HostCacheConfigurationInfo {
     /// `swapSize`.
     pub swap_size: i64,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostCacheConfigurationInfo {
     const TYPE_NAME: &'static str = "HostCacheConfigurationInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostCacheConfigurationInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostCacheConfigurationInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostCacheConfigurationInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostCacheConfigurationInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostCacheConfigurationInfo {
     fn decode_field(
         &mut self,
@@ -1710,6 +1808,7 @@ impl x::Fields for HostCacheConfigurationInfo {
         w.write("swapSize", &self.swap_size);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostCacheConfigurationInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostCacheConfigurationInfo";
     const ITEM_TAG: &'static str = "HostCacheConfigurationInfo";

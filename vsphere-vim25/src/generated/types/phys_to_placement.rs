@@ -453,6 +453,7 @@ impl x::Fields for PhysicalNicCdpInfo {
         w.write_opt("location", &self.location);
     }
 }
+#[cfg(feature = "admin")]
 /// `PhysicalNicConfig` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct PhysicalNicConfig {
@@ -461,20 +462,25 @@ pub struct PhysicalNicConfig {
     /// `spec`.
     pub spec: PhysicalNicSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PhysicalNicConfig {
     const TYPE_NAME: &'static str = "PhysicalNicConfig";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PhysicalNicConfig {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PhysicalNicConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PhysicalNicConfig", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PhysicalNicConfig {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PhysicalNicConfig {
     fn decode_field(
         &mut self,
@@ -494,6 +500,7 @@ impl x::Fields for PhysicalNicConfig {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for PhysicalNicConfig {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfPhysicalNicConfig";
     const ITEM_TAG: &'static str = "PhysicalNicConfig";

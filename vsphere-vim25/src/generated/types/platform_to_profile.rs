@@ -743,26 +743,32 @@ impl x::Fields for PowerOnFtSecondaryTimedout {
         w.write("timeout", &self.timeout);
     }
 }
+#[cfg(feature = "admin")]
 /// `PowerSystemCapability` (extends `DynamicData`).
 #[derive(Default)]
 pub struct PowerSystemCapability {
     /// `availablePolicy`.
     pub available_policy: Vec<HostPowerPolicy>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PowerSystemCapability {
     const TYPE_NAME: &'static str = "PowerSystemCapability";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PowerSystemCapability {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PowerSystemCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PowerSystemCapability", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PowerSystemCapability {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for PowerSystemCapability {
     #[inline]
     fn clone(&self) -> Self {
@@ -771,6 +777,7 @@ impl Clone for PowerSystemCapability {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PowerSystemCapability {
     fn decode_field(
         &mut self,
@@ -788,26 +795,32 @@ impl x::Fields for PowerSystemCapability {
         w.write_vec("availablePolicy", &self.available_policy);
     }
 }
+#[cfg(feature = "admin")]
 /// `PowerSystemInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct PowerSystemInfo {
     /// `currentPolicy`.
     pub current_policy: HostPowerPolicy,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PowerSystemInfo {
     const TYPE_NAME: &'static str = "PowerSystemInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PowerSystemInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PowerSystemInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PowerSystemInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PowerSystemInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PowerSystemInfo {
     fn decode_field(
         &mut self,
@@ -1858,6 +1871,7 @@ impl x::Fields for ProfileEventArgument {
         w.write("name", &self.name);
     }
 }
+#[cfg(feature = "admin")]
 /// `ProfileExecuteError` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ProfileExecuteError {
@@ -1866,20 +1880,25 @@ pub struct ProfileExecuteError {
     /// `message`.
     pub message: LocalizableMessage,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfileExecuteError {
     const TYPE_NAME: &'static str = "ProfileExecuteError";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfileExecuteError {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfileExecuteError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProfileExecuteError", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfileExecuteError {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfileExecuteError {
     fn decode_field(
         &mut self,
@@ -1899,10 +1918,12 @@ impl x::Fields for ProfileExecuteError {
         w.write("message", &self.message);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ProfileExecuteError {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfProfileExecuteError";
     const ITEM_TAG: &'static str = "ProfileExecuteError";
 }
+#[cfg(feature = "admin")]
 /// `ProfileExecuteResult` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyProfileExecuteResult`], which also carries its subtypes.
@@ -1919,20 +1940,25 @@ pub struct ProfileExecuteResult {
     /// `error`.
     pub error: Vec<ProfileExecuteError>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ProfileExecuteResult {
     const TYPE_NAME: &'static str = "ProfileExecuteResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ProfileExecuteResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ProfileExecuteResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProfileExecuteResult", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ProfileExecuteResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ProfileExecuteResult {
     #[inline]
     fn clone(&self) -> Self {
@@ -1945,6 +1971,7 @@ impl Clone for ProfileExecuteResult {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ProfileExecuteResult {
     fn decode_field(
         &mut self,

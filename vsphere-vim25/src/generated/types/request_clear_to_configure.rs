@@ -1031,6 +1031,7 @@ impl x::Request for ComputeDiskPartitionInfoRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ConfigureCryptoKeyRequestType`.
 #[derive(Clone, Default)]
 pub struct ConfigureCryptoKeyRequestType {
@@ -1039,22 +1040,27 @@ pub struct ConfigureCryptoKeyRequestType {
     /// `keyId`.
     pub key_id: Option<CryptoKeyId>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ConfigureCryptoKeyRequestType {
     const TYPE_NAME: &'static str = "ConfigureCryptoKeyRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ConfigureCryptoKeyRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ConfigureCryptoKeyRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureCryptoKeyRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ConfigureCryptoKeyRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ConfigureCryptoKeyRequestType {
     #[inline]
     fn decode_field(
@@ -1076,6 +1082,7 @@ impl x::Fields for ConfigureCryptoKeyRequestType {
         w.write_opt("keyId", &self.key_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ConfigureCryptoKeyRequestType {
     const NAME: &'static str = "ConfigureCryptoKey";
     const IDEMPOTENT: bool = false;
@@ -1290,6 +1297,7 @@ impl x::Request for ConfigureEvcModeRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ConfigureHCIRequestType`.
 #[derive(Default)]
 pub struct ConfigureHCIRequestType {
@@ -1300,22 +1308,27 @@ pub struct ConfigureHCIRequestType {
     /// `hostInputs`.
     pub host_inputs: Vec<ClusterComputeResourceHostConfigurationInput>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ConfigureHCIRequestType {
     const TYPE_NAME: &'static str = "ConfigureHCIRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ConfigureHCIRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ConfigureHCIRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureHCIRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ConfigureHCIRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ConfigureHCIRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1326,6 +1339,7 @@ impl Clone for ConfigureHCIRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ConfigureHCIRequestType {
     #[inline]
     fn decode_field(
@@ -1349,6 +1363,7 @@ impl x::Fields for ConfigureHCIRequestType {
         w.write_vec("hostInputs", &self.host_inputs);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ConfigureHCIRequestType {
     const NAME: &'static str = "ConfigureHCI_Task";
     const IDEMPOTENT: bool = false;

@@ -1171,6 +1171,7 @@ impl x::Request for DVSManagerLookupDvPortGroupRequestType {
         r.read_returnval_opt()
     }
 }
+#[cfg(feature = "admin")]
 /// `DVSRollbackRequestType`.
 #[derive(Clone, Default)]
 pub struct DVSRollbackRequestType {
@@ -1179,22 +1180,27 @@ pub struct DVSRollbackRequestType {
     /// `entityBackup`.
     pub entity_backup: Option<EntityBackupConfig>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DVSRollbackRequestType {
     const TYPE_NAME: &'static str = "DVSRollbackRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DVSRollbackRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DVSRollbackRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DVSRollbackRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DVSRollbackRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DVSRollbackRequestType {
     #[inline]
     fn decode_field(
@@ -1216,6 +1222,7 @@ impl x::Fields for DVSRollbackRequestType {
         w.write_opt("entityBackup", &self.entity_backup);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DVSRollbackRequestType {
     const NAME: &'static str = "DVSRollback_Task";
     const IDEMPOTENT: bool = false;

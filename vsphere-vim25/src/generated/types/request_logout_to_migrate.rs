@@ -1136,6 +1136,7 @@ impl x::Request for MarkServiceProviderEntitiesRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `MergeDvsRequestType`.
 #[derive(Clone, Default)]
 pub struct MergeDvsRequestType {
@@ -1144,22 +1145,27 @@ pub struct MergeDvsRequestType {
     /// `dvs`.
     pub dvs: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for MergeDvsRequestType {
     const TYPE_NAME: &'static str = "MergeDvsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for MergeDvsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for MergeDvsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MergeDvsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for MergeDvsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for MergeDvsRequestType {
     #[inline]
     fn decode_field(
@@ -1181,6 +1187,7 @@ impl x::Fields for MergeDvsRequestType {
         w.write("dvs", &self.dvs);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for MergeDvsRequestType {
     const NAME: &'static str = "MergeDvs_Task";
     const IDEMPOTENT: bool = false;

@@ -1197,6 +1197,7 @@ impl x::Request for ParseDescriptorRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `PerformDvsProductSpecOperationRequestType`.
 #[derive(Clone, Default)]
 pub struct PerformDvsProductSpecOperationRequestType {
@@ -1207,10 +1208,13 @@ pub struct PerformDvsProductSpecOperationRequestType {
     /// `productSpec`.
     pub product_spec: Option<DistributedVirtualSwitchProductSpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PerformDvsProductSpecOperationRequestType {
     const TYPE_NAME: &'static str = "PerformDvsProductSpecOperationRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PerformDvsProductSpecOperationRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PerformDvsProductSpecOperationRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1221,12 +1225,14 @@ impl std::fmt::Debug for PerformDvsProductSpecOperationRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PerformDvsProductSpecOperationRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PerformDvsProductSpecOperationRequestType {
     #[inline]
     fn decode_field(
@@ -1250,6 +1256,7 @@ impl x::Fields for PerformDvsProductSpecOperationRequestType {
         w.write_opt("productSpec", &self.product_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for PerformDvsProductSpecOperationRequestType {
     const NAME: &'static str = "PerformDvsProductSpecOperation_Task";
     const IDEMPOTENT: bool = false;

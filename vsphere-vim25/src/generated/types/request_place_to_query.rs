@@ -636,28 +636,34 @@ impl x::Request for PowerUpHostFromStandByRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `PrepareCryptoRequestType`.
 #[derive(Clone, Default)]
 pub struct PrepareCryptoRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PrepareCryptoRequestType {
     const TYPE_NAME: &'static str = "PrepareCryptoRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PrepareCryptoRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PrepareCryptoRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PrepareCryptoRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PrepareCryptoRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PrepareCryptoRequestType {
     #[inline]
     fn decode_field(
@@ -677,6 +683,7 @@ impl x::Fields for PrepareCryptoRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for PrepareCryptoRequestType {
     const NAME: &'static str = "PrepareCrypto";
     const IDEMPOTENT: bool = false;

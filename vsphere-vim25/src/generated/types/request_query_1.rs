@@ -3108,28 +3108,34 @@ impl x::Request for QueryPolicyMetadataRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryProductLockerLocationRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryProductLockerLocationRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryProductLockerLocationRequestType {
     const TYPE_NAME: &'static str = "QueryProductLockerLocationRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryProductLockerLocationRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryProductLockerLocationRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryProductLockerLocationRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryProductLockerLocationRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryProductLockerLocationRequestType {
     #[inline]
     fn decode_field(
@@ -3149,6 +3155,7 @@ impl x::Fields for QueryProductLockerLocationRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryProductLockerLocationRequestType {
     const NAME: &'static str = "QueryProductLockerLocation";
     const IDEMPOTENT: bool = true;

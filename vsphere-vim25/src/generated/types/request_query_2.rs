@@ -200,28 +200,34 @@ impl x::Request for QueryTargetCapabilitiesRequestType {
         r.read_returnval_opt()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryTpmAttestationReportRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryTpmAttestationReportRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryTpmAttestationReportRequestType {
     const TYPE_NAME: &'static str = "QueryTpmAttestationReportRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryTpmAttestationReportRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryTpmAttestationReportRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryTpmAttestationReportRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryTpmAttestationReportRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryTpmAttestationReportRequestType {
     #[inline]
     fn decode_field(
@@ -241,6 +247,7 @@ impl x::Fields for QueryTpmAttestationReportRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryTpmAttestationReportRequestType {
     const NAME: &'static str = "QueryTpmAttestationReport";
     const IDEMPOTENT: bool = true;

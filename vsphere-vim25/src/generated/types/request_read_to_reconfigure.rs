@@ -1126,6 +1126,7 @@ impl x::Request for ReconfigureAutostartRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ReconfigureClusterRequestType`.
 #[derive(Clone, Default)]
 pub struct ReconfigureClusterRequestType {
@@ -1136,22 +1137,27 @@ pub struct ReconfigureClusterRequestType {
     /// `modify`.
     pub modify: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ReconfigureClusterRequestType {
     const TYPE_NAME: &'static str = "ReconfigureClusterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ReconfigureClusterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ReconfigureClusterRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureClusterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ReconfigureClusterRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ReconfigureClusterRequestType {
     #[inline]
     fn decode_field(
@@ -1175,6 +1181,7 @@ impl x::Fields for ReconfigureClusterRequestType {
         w.write("modify", &self.modify);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ReconfigureClusterRequestType {
     const NAME: &'static str = "ReconfigureCluster_Task";
     const IDEMPOTENT: bool = false;
@@ -1190,6 +1197,7 @@ impl x::Request for ReconfigureClusterRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ReconfigureComputeResourceRequestType`.
 #[derive(Clone, Default)]
 pub struct ReconfigureComputeResourceRequestType {
@@ -1200,22 +1208,27 @@ pub struct ReconfigureComputeResourceRequestType {
     /// `modify`.
     pub modify: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ReconfigureComputeResourceRequestType {
     const TYPE_NAME: &'static str = "ReconfigureComputeResourceRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ReconfigureComputeResourceRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ReconfigureComputeResourceRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureComputeResourceRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ReconfigureComputeResourceRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ReconfigureComputeResourceRequestType {
     #[inline]
     fn decode_field(
@@ -1239,6 +1252,7 @@ impl x::Fields for ReconfigureComputeResourceRequestType {
         w.write("modify", &self.modify);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ReconfigureComputeResourceRequestType {
     const NAME: &'static str = "ReconfigureComputeResource_Task";
     const IDEMPOTENT: bool = false;
@@ -1518,6 +1532,7 @@ impl x::Request for ReconfigureDomObjectRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ReconfigureDvsRequestType`.
 #[derive(Clone, Default)]
 pub struct ReconfigureDvsRequestType {
@@ -1526,22 +1541,27 @@ pub struct ReconfigureDvsRequestType {
     /// `spec`.
     pub spec: AnyDVSConfigSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ReconfigureDvsRequestType {
     const TYPE_NAME: &'static str = "ReconfigureDvsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ReconfigureDvsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ReconfigureDvsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureDvsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ReconfigureDvsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ReconfigureDvsRequestType {
     #[inline]
     fn decode_field(
@@ -1563,6 +1583,7 @@ impl x::Fields for ReconfigureDvsRequestType {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ReconfigureDvsRequestType {
     const NAME: &'static str = "ReconfigureDvs_Task";
     const IDEMPOTENT: bool = false;
@@ -1578,28 +1599,34 @@ impl x::Request for ReconfigureDvsRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ReconfigureHostForDASRequestType`.
 #[derive(Clone, Default)]
 pub struct ReconfigureHostForDASRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ReconfigureHostForDASRequestType {
     const TYPE_NAME: &'static str = "ReconfigureHostForDASRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ReconfigureHostForDASRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ReconfigureHostForDASRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureHostForDASRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ReconfigureHostForDASRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ReconfigureHostForDASRequestType {
     #[inline]
     fn decode_field(
@@ -1619,6 +1646,7 @@ impl x::Fields for ReconfigureHostForDASRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ReconfigureHostForDASRequestType {
     const NAME: &'static str = "ReconfigureHostForDAS_Task";
     const IDEMPOTENT: bool = false;

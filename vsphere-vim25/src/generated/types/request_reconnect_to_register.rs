@@ -64,6 +64,7 @@ impl x::Request for ReconnectHostRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RectifyDvsHostRequestType`.
 #[derive(Default)]
 pub struct RectifyDvsHostRequestType {
@@ -72,22 +73,27 @@ pub struct RectifyDvsHostRequestType {
     /// `hosts`.
     pub hosts: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RectifyDvsHostRequestType {
     const TYPE_NAME: &'static str = "RectifyDvsHostRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RectifyDvsHostRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RectifyDvsHostRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RectifyDvsHostRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RectifyDvsHostRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RectifyDvsHostRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -97,6 +103,7 @@ impl Clone for RectifyDvsHostRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RectifyDvsHostRequestType {
     #[inline]
     fn decode_field(
@@ -118,6 +125,7 @@ impl x::Fields for RectifyDvsHostRequestType {
         w.write_vec("hosts", &self.hosts);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RectifyDvsHostRequestType {
     const NAME: &'static str = "RectifyDvsHost_Task";
     const IDEMPOTENT: bool = false;

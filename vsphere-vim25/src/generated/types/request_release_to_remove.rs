@@ -2083,6 +2083,7 @@ impl x::Request for RemoveMonitoredEntitiesRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveNetworkResourcePoolRequestType`.
 #[derive(Default)]
 pub struct RemoveNetworkResourcePoolRequestType {
@@ -2091,22 +2092,27 @@ pub struct RemoveNetworkResourcePoolRequestType {
     /// `key`.
     pub key: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveNetworkResourcePoolRequestType {
     const TYPE_NAME: &'static str = "RemoveNetworkResourcePoolRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveNetworkResourcePoolRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveNetworkResourcePoolRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveNetworkResourcePoolRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveNetworkResourcePoolRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RemoveNetworkResourcePoolRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -2116,6 +2122,7 @@ impl Clone for RemoveNetworkResourcePoolRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveNetworkResourcePoolRequestType {
     #[inline]
     fn decode_field(
@@ -2137,6 +2144,7 @@ impl x::Fields for RemoveNetworkResourcePoolRequestType {
         w.write_vec("key", &self.key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveNetworkResourcePoolRequestType {
     const NAME: &'static str = "RemoveNetworkResourcePool";
     const IDEMPOTENT: bool = false;

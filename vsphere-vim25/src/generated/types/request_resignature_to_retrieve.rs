@@ -1137,16 +1137,20 @@ impl x::Request for RetrieveClientCsrRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveDasAdvancedRuntimeInfoRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveDasAdvancedRuntimeInfoRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveDasAdvancedRuntimeInfoRequestType {
     const TYPE_NAME: &'static str = "RetrieveDasAdvancedRuntimeInfoRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveDasAdvancedRuntimeInfoRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveDasAdvancedRuntimeInfoRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1157,12 +1161,14 @@ impl std::fmt::Debug for RetrieveDasAdvancedRuntimeInfoRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveDasAdvancedRuntimeInfoRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveDasAdvancedRuntimeInfoRequestType {
     #[inline]
     fn decode_field(
@@ -1182,6 +1188,7 @@ impl x::Fields for RetrieveDasAdvancedRuntimeInfoRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveDasAdvancedRuntimeInfoRequestType {
     const NAME: &'static str = "RetrieveDasAdvancedRuntimeInfo";
     const IDEMPOTENT: bool = true;
@@ -1542,28 +1549,34 @@ impl x::Request for RetrieveEntityScheduledTaskRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveFreeEpcMemoryRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveFreeEpcMemoryRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveFreeEpcMemoryRequestType {
     const TYPE_NAME: &'static str = "RetrieveFreeEpcMemoryRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveFreeEpcMemoryRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveFreeEpcMemoryRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveFreeEpcMemoryRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveFreeEpcMemoryRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveFreeEpcMemoryRequestType {
     #[inline]
     fn decode_field(
@@ -1583,6 +1596,7 @@ impl x::Fields for RetrieveFreeEpcMemoryRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveFreeEpcMemoryRequestType {
     const NAME: &'static str = "RetrieveFreeEpcMemory";
     const IDEMPOTENT: bool = true;

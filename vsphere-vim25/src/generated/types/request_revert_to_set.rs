@@ -1298,6 +1298,7 @@ impl x::Request for SetCollectorPageSizeRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetCryptoModeRequestType`.
 #[derive(Clone, Default)]
 pub struct SetCryptoModeRequestType {
@@ -1310,22 +1311,27 @@ pub struct SetCryptoModeRequestType {
     /// Since vSphere API 8.0.3.0.
     pub policy: Option<ClusterComputeResourceCryptoModePolicy>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetCryptoModeRequestType {
     const TYPE_NAME: &'static str = "SetCryptoModeRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetCryptoModeRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetCryptoModeRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetCryptoModeRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetCryptoModeRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetCryptoModeRequestType {
     #[inline]
     fn decode_field(
@@ -1351,6 +1357,7 @@ impl x::Fields for SetCryptoModeRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetCryptoModeRequestType {
     const NAME: &'static str = "SetCryptoMode";
     const IDEMPOTENT: bool = false;

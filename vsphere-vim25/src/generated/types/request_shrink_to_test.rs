@@ -276,28 +276,34 @@ impl x::Request for StageHostPatchRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `StampAllRulesWithUuidRequestType`.
 #[derive(Clone, Default)]
 pub struct StampAllRulesWithUuidRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for StampAllRulesWithUuidRequestType {
     const TYPE_NAME: &'static str = "StampAllRulesWithUuidRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for StampAllRulesWithUuidRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for StampAllRulesWithUuidRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "StampAllRulesWithUuidRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for StampAllRulesWithUuidRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for StampAllRulesWithUuidRequestType {
     #[inline]
     fn decode_field(
@@ -317,6 +323,7 @@ impl x::Fields for StampAllRulesWithUuidRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for StampAllRulesWithUuidRequestType {
     const NAME: &'static str = "StampAllRulesWithUuid_Task";
     const IDEMPOTENT: bool = false;

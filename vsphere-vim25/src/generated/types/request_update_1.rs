@@ -711,6 +711,7 @@ impl x::Request for UpdateCounterLevelMappingRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `UpdateDVSHealthCheckConfigRequestType`.
 #[derive(Default)]
 pub struct UpdateDVSHealthCheckConfigRequestType {
@@ -719,22 +720,27 @@ pub struct UpdateDVSHealthCheckConfigRequestType {
     /// `healthCheckConfig`.
     pub health_check_config: Vec<AnyDVSHealthCheckConfig>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UpdateDVSHealthCheckConfigRequestType {
     const TYPE_NAME: &'static str = "UpdateDVSHealthCheckConfigRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UpdateDVSHealthCheckConfigRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UpdateDVSHealthCheckConfigRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateDVSHealthCheckConfigRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UpdateDVSHealthCheckConfigRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for UpdateDVSHealthCheckConfigRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -744,6 +750,7 @@ impl Clone for UpdateDVSHealthCheckConfigRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UpdateDVSHealthCheckConfigRequestType {
     #[inline]
     fn decode_field(
@@ -765,6 +772,7 @@ impl x::Fields for UpdateDVSHealthCheckConfigRequestType {
         w.write_vec("healthCheckConfig", &self.health_check_config);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for UpdateDVSHealthCheckConfigRequestType {
     const NAME: &'static str = "UpdateDVSHealthCheckConfig_Task";
     const IDEMPOTENT: bool = false;
@@ -780,6 +788,7 @@ impl x::Request for UpdateDVSHealthCheckConfigRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `UpdateDVSLacpGroupConfigRequestType`.
 #[derive(Default)]
 pub struct UpdateDVSLacpGroupConfigRequestType {
@@ -788,22 +797,27 @@ pub struct UpdateDVSLacpGroupConfigRequestType {
     /// `lacpGroupSpec`.
     pub lacp_group_spec: Vec<VMwareDvsLacpGroupSpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UpdateDVSLacpGroupConfigRequestType {
     const TYPE_NAME: &'static str = "UpdateDVSLacpGroupConfigRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UpdateDVSLacpGroupConfigRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UpdateDVSLacpGroupConfigRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateDVSLacpGroupConfigRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UpdateDVSLacpGroupConfigRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for UpdateDVSLacpGroupConfigRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -813,6 +827,7 @@ impl Clone for UpdateDVSLacpGroupConfigRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UpdateDVSLacpGroupConfigRequestType {
     #[inline]
     fn decode_field(
@@ -834,6 +849,7 @@ impl x::Fields for UpdateDVSLacpGroupConfigRequestType {
         w.write_vec("lacpGroupSpec", &self.lacp_group_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for UpdateDVSLacpGroupConfigRequestType {
     const NAME: &'static str = "UpdateDVSLacpGroupConfig_Task";
     const IDEMPOTENT: bool = false;
@@ -1188,6 +1204,7 @@ impl x::Request for UpdateDnsConfigRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `UpdateDvsCapabilityRequestType`.
 #[derive(Clone, Default)]
 pub struct UpdateDvsCapabilityRequestType {
@@ -1196,22 +1213,27 @@ pub struct UpdateDvsCapabilityRequestType {
     /// `capability`.
     pub capability: DVSCapability,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UpdateDvsCapabilityRequestType {
     const TYPE_NAME: &'static str = "UpdateDvsCapabilityRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UpdateDvsCapabilityRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UpdateDvsCapabilityRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateDvsCapabilityRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UpdateDvsCapabilityRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UpdateDvsCapabilityRequestType {
     #[inline]
     fn decode_field(
@@ -1233,6 +1255,7 @@ impl x::Fields for UpdateDvsCapabilityRequestType {
         w.write("capability", &self.capability);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for UpdateDvsCapabilityRequestType {
     const NAME: &'static str = "UpdateDvsCapability";
     const IDEMPOTENT: bool = false;
@@ -1315,6 +1338,7 @@ impl x::Request for UpdateExtensionRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `UpdateFlagsRequestType`.
 #[derive(Clone, Default)]
 pub struct UpdateFlagsRequestType {
@@ -1323,22 +1347,27 @@ pub struct UpdateFlagsRequestType {
     /// `flagInfo`.
     pub flag_info: HostFlagInfo,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UpdateFlagsRequestType {
     const TYPE_NAME: &'static str = "UpdateFlagsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UpdateFlagsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UpdateFlagsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateFlagsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UpdateFlagsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UpdateFlagsRequestType {
     #[inline]
     fn decode_field(
@@ -1360,6 +1389,7 @@ impl x::Fields for UpdateFlagsRequestType {
         w.write("flagInfo", &self.flag_info);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for UpdateFlagsRequestType {
     const NAME: &'static str = "UpdateFlags";
     const IDEMPOTENT: bool = false;
@@ -2606,6 +2636,7 @@ impl x::Request for UpdateIpRouteTableConfigRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `UpdateIpmiRequestType`.
 #[derive(Clone, Default)]
 pub struct UpdateIpmiRequestType {
@@ -2614,22 +2645,27 @@ pub struct UpdateIpmiRequestType {
     /// `ipmiInfo`.
     pub ipmi_info: HostIpmiInfo,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UpdateIpmiRequestType {
     const TYPE_NAME: &'static str = "UpdateIpmiRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UpdateIpmiRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UpdateIpmiRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateIpmiRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UpdateIpmiRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UpdateIpmiRequestType {
     #[inline]
     fn decode_field(
@@ -2651,6 +2687,7 @@ impl x::Fields for UpdateIpmiRequestType {
         w.write("ipmiInfo", &self.ipmi_info);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for UpdateIpmiRequestType {
     const NAME: &'static str = "UpdateIpmi";
     const IDEMPOTENT: bool = false;
@@ -3318,6 +3355,7 @@ impl x::Request for UpdateNetworkConfigRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `UpdateNetworkResourcePoolRequestType`.
 #[derive(Default)]
 pub struct UpdateNetworkResourcePoolRequestType {
@@ -3326,22 +3364,27 @@ pub struct UpdateNetworkResourcePoolRequestType {
     /// `configSpec`.
     pub config_spec: Vec<DVSNetworkResourcePoolConfigSpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UpdateNetworkResourcePoolRequestType {
     const TYPE_NAME: &'static str = "UpdateNetworkResourcePoolRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UpdateNetworkResourcePoolRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UpdateNetworkResourcePoolRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateNetworkResourcePoolRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UpdateNetworkResourcePoolRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for UpdateNetworkResourcePoolRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -3351,6 +3394,7 @@ impl Clone for UpdateNetworkResourcePoolRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UpdateNetworkResourcePoolRequestType {
     #[inline]
     fn decode_field(
@@ -3372,6 +3416,7 @@ impl x::Fields for UpdateNetworkResourcePoolRequestType {
         w.write_vec("configSpec", &self.config_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for UpdateNetworkResourcePoolRequestType {
     const NAME: &'static str = "UpdateNetworkResourcePool";
     const IDEMPOTENT: bool = false;
@@ -3651,77 +3696,6 @@ impl x::Fields for UpdatePhysicalNicLinkSpeedRequestType {
 #[cfg(feature = "admin")]
 impl x::Request for UpdatePhysicalNicLinkSpeedRequestType {
     const NAME: &'static str = "UpdatePhysicalNicLinkSpeed";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    #[inline]
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    #[inline]
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-#[cfg(feature = "admin")]
-/// `UpdatePortGroupRequestType`.
-#[derive(Clone, Default)]
-pub struct UpdatePortGroupRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `pgName`.
-    pub pg_name: String,
-    /// `portgrp`.
-    pub portgrp: HostPortGroupSpec,
-}
-#[cfg(feature = "admin")]
-impl x::SchemaType for UpdatePortGroupRequestType {
-    const TYPE_NAME: &'static str = "UpdatePortGroupRequestType";
-}
-#[cfg(feature = "admin")]
-impl x::Structure for UpdatePortGroupRequestType {}
-#[cfg(feature = "admin")]
-impl std::fmt::Debug for UpdatePortGroupRequestType {
-    #[inline]
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "UpdatePortGroupRequestType", x::fields_ref(self))
-    }
-}
-#[cfg(feature = "admin")]
-impl PartialEq for UpdatePortGroupRequestType {
-    #[inline]
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-#[cfg(feature = "admin")]
-impl x::Fields for UpdatePortGroupRequestType {
-    #[inline]
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "pgName" => r.read(&mut self.pg_name),
-            "portgrp" => r.read(&mut self.portgrp),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    #[inline]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("pgName", &self.pg_name);
-        w.write("portgrp", &self.portgrp);
-    }
-}
-#[cfg(feature = "admin")]
-impl x::Request for UpdatePortGroupRequestType {
-    const NAME: &'static str = "UpdatePortGroup";
     const IDEMPOTENT: bool = false;
     type Response = ();
     #[inline]

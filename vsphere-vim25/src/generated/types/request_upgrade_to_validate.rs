@@ -1133,6 +1133,7 @@ impl x::Request for ValidateCredentialsInGuestRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ValidateHCIConfigurationRequestType`.
 #[derive(Default)]
 pub struct ValidateHCIConfigurationRequestType {
@@ -1143,22 +1144,27 @@ pub struct ValidateHCIConfigurationRequestType {
     /// `hosts`.
     pub hosts: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ValidateHCIConfigurationRequestType {
     const TYPE_NAME: &'static str = "ValidateHCIConfigurationRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ValidateHCIConfigurationRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ValidateHCIConfigurationRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ValidateHCIConfigurationRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ValidateHCIConfigurationRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ValidateHCIConfigurationRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1169,6 +1175,7 @@ impl Clone for ValidateHCIConfigurationRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ValidateHCIConfigurationRequestType {
     #[inline]
     fn decode_field(
@@ -1192,6 +1199,7 @@ impl x::Fields for ValidateHCIConfigurationRequestType {
         w.write_vec("hosts", &self.hosts);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ValidateHCIConfigurationRequestType {
     const NAME: &'static str = "ValidateHCIConfiguration";
     const IDEMPOTENT: bool = true;

@@ -804,23 +804,29 @@ impl x::Fields for SAMLTokenAuthentication {
         w.write_opt("username", &self.username);
     }
 }
+#[cfg(feature = "admin")]
 /// `SDDCBase` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct SDDCBase {}
+#[cfg(feature = "admin")]
 impl x::SchemaType for SDDCBase {
     const TYPE_NAME: &'static str = "SDDCBase";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SDDCBase {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SDDCBase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SDDCBase", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SDDCBase {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SDDCBase {
     fn decode_field(
         &mut self,

@@ -322,6 +322,7 @@ impl x::ArrayItem for ServiceConsolePortGroupProfile {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfServiceConsolePortGroupProfile";
     const ITEM_TAG: &'static str = "ServiceConsolePortGroupProfile";
 }
+#[cfg(feature = "admin")]
 /// `ServiceConsoleReservationInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ServiceConsoleReservationInfo {
@@ -332,20 +333,25 @@ pub struct ServiceConsoleReservationInfo {
     /// `unreserved`.
     pub unreserved: i64,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ServiceConsoleReservationInfo {
     const TYPE_NAME: &'static str = "ServiceConsoleReservationInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ServiceConsoleReservationInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ServiceConsoleReservationInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ServiceConsoleReservationInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ServiceConsoleReservationInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ServiceConsoleReservationInfo {
     fn decode_field(
         &mut self,

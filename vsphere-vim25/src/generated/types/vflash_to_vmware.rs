@@ -1112,6 +1112,7 @@ impl x::Fields for VMotionProtocolIncompatible {
         x::Fields::encode_fields(&self.migration_fault, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `VMwareDVSConfigInfo` (extends `DVSConfigInfo`).
 ///
 /// The fields of `DVSConfigInfo` are in `dvs_config_info`, also reachable through `Deref`.
@@ -1150,20 +1151,25 @@ pub struct VMwareDVSConfigInfo {
     /// Since vSphere API 8.0.3.1.
     pub real_time_config: Option<VmwareDistributedVirtualSwitchRealTimeConfig>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VMwareDVSConfigInfo {
     const TYPE_NAME: &'static str = "VMwareDVSConfigInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VMwareDVSConfigInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VMwareDVSConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VMwareDVSConfigInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VMwareDVSConfigInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VMwareDVSConfigInfo {
     #[inline]
     fn clone(&self) -> Self {
@@ -1183,6 +1189,7 @@ impl Clone for VMwareDVSConfigInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for VMwareDVSConfigInfo {
     type Target = DVSConfigInfo;
     #[inline]
@@ -1190,12 +1197,14 @@ impl std::ops::Deref for VMwareDVSConfigInfo {
         &self.dvs_config_info
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for VMwareDVSConfigInfo {
     #[inline]
     fn deref_mut(&mut self) -> &mut DVSConfigInfo {
         &mut self.dvs_config_info
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VMwareDVSConfigInfo {
     fn decode_field(
         &mut self,
@@ -1595,6 +1604,7 @@ impl x::Fields for VMwareDVSHealthCheckCapability {
         w.write("teamingSupported", &self.teaming_supported);
     }
 }
+#[cfg(feature = "admin")]
 /// `VMwareDVSHealthCheckConfig` (extends `DVSHealthCheckConfig`).
 ///
 /// The fields of `DVSHealthCheckConfig` are in `dvs_health_check_config`, also reachable through `Deref`.
@@ -1603,20 +1613,25 @@ pub struct VMwareDVSHealthCheckConfig {
     /// The fields `VMwareDVSHealthCheckConfig` inherits from `DVSHealthCheckConfig`.
     pub dvs_health_check_config: DVSHealthCheckConfig,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VMwareDVSHealthCheckConfig {
     const TYPE_NAME: &'static str = "VMwareDVSHealthCheckConfig";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VMwareDVSHealthCheckConfig {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VMwareDVSHealthCheckConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VMwareDVSHealthCheckConfig", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VMwareDVSHealthCheckConfig {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for VMwareDVSHealthCheckConfig {
     type Target = DVSHealthCheckConfig;
     #[inline]
@@ -1624,12 +1639,14 @@ impl std::ops::Deref for VMwareDVSHealthCheckConfig {
         &self.dvs_health_check_config
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for VMwareDVSHealthCheckConfig {
     #[inline]
     fn deref_mut(&mut self) -> &mut DVSHealthCheckConfig {
         &mut self.dvs_health_check_config
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VMwareDVSHealthCheckConfig {
     fn decode_field(
         &mut self,
@@ -1988,6 +2005,7 @@ impl x::ArrayItem for VMwareDVSPvlanMapEntry {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVMwareDVSPvlanMapEntry";
     const ITEM_TAG: &'static str = "VMwareDVSPvlanMapEntry";
 }
+#[cfg(feature = "admin")]
 /// `VMwareDVSTeamingHealthCheckConfig` (extends `VMwareDVSHealthCheckConfig`).
 ///
 /// The fields of `VMwareDVSHealthCheckConfig` are in `vmware_dvs_health_check_config`, also reachable through `Deref`.
@@ -1996,20 +2014,25 @@ pub struct VMwareDVSTeamingHealthCheckConfig {
     /// The fields `VMwareDVSTeamingHealthCheckConfig` inherits from `VMwareDVSHealthCheckConfig`.
     pub vmware_dvs_health_check_config: VMwareDVSHealthCheckConfig,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VMwareDVSTeamingHealthCheckConfig {
     const TYPE_NAME: &'static str = "VMwareDVSTeamingHealthCheckConfig";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VMwareDVSTeamingHealthCheckConfig {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VMwareDVSTeamingHealthCheckConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VMwareDVSTeamingHealthCheckConfig", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VMwareDVSTeamingHealthCheckConfig {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for VMwareDVSTeamingHealthCheckConfig {
     type Target = VMwareDVSHealthCheckConfig;
     #[inline]
@@ -2017,12 +2040,14 @@ impl std::ops::Deref for VMwareDVSTeamingHealthCheckConfig {
         &self.vmware_dvs_health_check_config
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for VMwareDVSTeamingHealthCheckConfig {
     #[inline]
     fn deref_mut(&mut self) -> &mut VMwareDVSHealthCheckConfig {
         &mut self.vmware_dvs_health_check_config
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VMwareDVSTeamingHealthCheckConfig {
     fn decode_field(
         &mut self,
@@ -2174,6 +2199,7 @@ impl x::Fields for VMwareDVSVlanHealthCheckResult {
         w.write_vec("untrunkedVlan", &self.untrunked_vlan);
     }
 }
+#[cfg(feature = "admin")]
 /// `VMwareDVSVlanMtuHealthCheckConfig` (extends `VMwareDVSHealthCheckConfig`).
 ///
 /// The fields of `VMwareDVSHealthCheckConfig` are in `vmware_dvs_health_check_config`, also reachable through `Deref`.
@@ -2182,20 +2208,25 @@ pub struct VMwareDVSVlanMtuHealthCheckConfig {
     /// The fields `VMwareDVSVlanMtuHealthCheckConfig` inherits from `VMwareDVSHealthCheckConfig`.
     pub vmware_dvs_health_check_config: VMwareDVSHealthCheckConfig,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VMwareDVSVlanMtuHealthCheckConfig {
     const TYPE_NAME: &'static str = "VMwareDVSVlanMtuHealthCheckConfig";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VMwareDVSVlanMtuHealthCheckConfig {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VMwareDVSVlanMtuHealthCheckConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VMwareDVSVlanMtuHealthCheckConfig", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VMwareDVSVlanMtuHealthCheckConfig {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for VMwareDVSVlanMtuHealthCheckConfig {
     type Target = VMwareDVSHealthCheckConfig;
     #[inline]
@@ -2203,12 +2234,14 @@ impl std::ops::Deref for VMwareDVSVlanMtuHealthCheckConfig {
         &self.vmware_dvs_health_check_config
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for VMwareDVSVlanMtuHealthCheckConfig {
     #[inline]
     fn deref_mut(&mut self) -> &mut VMwareDVSHealthCheckConfig {
         &mut self.vmware_dvs_health_check_config
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VMwareDVSVlanMtuHealthCheckConfig {
     fn decode_field(
         &mut self,
@@ -2486,6 +2519,7 @@ impl x::Fields for VMwareDvsLacpCapability {
         w.write_opt("lacpFastModeSupported", &self.lacp_fast_mode_supported);
     }
 }
+#[cfg(feature = "admin")]
 /// `VMwareDvsLacpGroupConfig` (extends `DynamicData`).
 #[derive(Default)]
 pub struct VMwareDvsLacpGroupConfig {
@@ -2510,20 +2544,25 @@ pub struct VMwareDvsLacpGroupConfig {
     /// `timeoutMode`.
     pub timeout_mode: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VMwareDvsLacpGroupConfig {
     const TYPE_NAME: &'static str = "VMwareDvsLacpGroupConfig";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VMwareDvsLacpGroupConfig {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VMwareDvsLacpGroupConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VMwareDvsLacpGroupConfig", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VMwareDvsLacpGroupConfig {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VMwareDvsLacpGroupConfig {
     #[inline]
     fn clone(&self) -> Self {
@@ -2541,6 +2580,7 @@ impl Clone for VMwareDvsLacpGroupConfig {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VMwareDvsLacpGroupConfig {
     fn decode_field(
         &mut self,
@@ -2576,10 +2616,12 @@ impl x::Fields for VMwareDvsLacpGroupConfig {
         w.write_opt("timeoutMode", &self.timeout_mode);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for VMwareDvsLacpGroupConfig {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVMwareDvsLacpGroupConfig";
     const ITEM_TAG: &'static str = "VMwareDvsLacpGroupConfig";
 }
+#[cfg(feature = "admin")]
 /// `VMwareDvsLacpGroupSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct VMwareDvsLacpGroupSpec {
@@ -2588,20 +2630,25 @@ pub struct VMwareDvsLacpGroupSpec {
     /// `operation`.
     pub operation: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VMwareDvsLacpGroupSpec {
     const TYPE_NAME: &'static str = "VMwareDvsLacpGroupSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VMwareDvsLacpGroupSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VMwareDvsLacpGroupSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VMwareDvsLacpGroupSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VMwareDvsLacpGroupSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VMwareDvsLacpGroupSpec {
     fn decode_field(
         &mut self,
@@ -2621,30 +2668,37 @@ impl x::Fields for VMwareDvsLacpGroupSpec {
         w.write("operation", &self.operation);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for VMwareDvsLacpGroupSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVMwareDvsLacpGroupSpec";
     const ITEM_TAG: &'static str = "VMwareDvsLacpGroupSpec";
 }
+#[cfg(feature = "admin")]
 /// `VMwareDvsLagIpfixConfig` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct VMwareDvsLagIpfixConfig {
     /// `ipfixEnabled`.
     pub ipfix_enabled: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VMwareDvsLagIpfixConfig {
     const TYPE_NAME: &'static str = "VMwareDvsLagIpfixConfig";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VMwareDvsLagIpfixConfig {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VMwareDvsLagIpfixConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VMwareDvsLagIpfixConfig", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VMwareDvsLagIpfixConfig {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VMwareDvsLagIpfixConfig {
     fn decode_field(
         &mut self,
@@ -2662,26 +2716,32 @@ impl x::Fields for VMwareDvsLagIpfixConfig {
         w.write_opt("ipfixEnabled", &self.ipfix_enabled);
     }
 }
+#[cfg(feature = "admin")]
 /// `VMwareDvsLagVlanConfig` (extends `DynamicData`).
 #[derive(Default)]
 pub struct VMwareDvsLagVlanConfig {
     /// `vlanId`.
     pub vlan_id: Vec<NumericRange>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VMwareDvsLagVlanConfig {
     const TYPE_NAME: &'static str = "VMwareDvsLagVlanConfig";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VMwareDvsLagVlanConfig {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VMwareDvsLagVlanConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VMwareDvsLagVlanConfig", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VMwareDvsLagVlanConfig {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VMwareDvsLagVlanConfig {
     #[inline]
     fn clone(&self) -> Self {
@@ -2690,6 +2750,7 @@ impl Clone for VMwareDvsLagVlanConfig {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VMwareDvsLagVlanConfig {
     fn decode_field(
         &mut self,
@@ -3097,113 +3158,4 @@ impl x::Fields for VMwareVspanPort {
         w.write_vec("vlans", &self.vlans);
         w.write_vec("ipAddress", &self.ip_address);
     }
-}
-/// `VMwareVspanSession` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct VMwareVspanSession {
-    /// `key`.
-    pub key: Option<String>,
-    /// `name`.
-    pub name: Option<String>,
-    /// `description`.
-    pub description: Option<String>,
-    /// `enabled`.
-    pub enabled: bool,
-    /// `sourcePortTransmitted`.
-    pub source_port_transmitted: Option<VMwareVspanPort>,
-    /// `sourcePortReceived`.
-    pub source_port_received: Option<VMwareVspanPort>,
-    /// `destinationPort`.
-    pub destination_port: Option<VMwareVspanPort>,
-    /// `encapsulationVlanId`.
-    pub encapsulation_vlan_id: Option<i32>,
-    /// `stripOriginalVlan`.
-    pub strip_original_vlan: bool,
-    /// `mirroredPacketLength`.
-    pub mirrored_packet_length: Option<i32>,
-    /// `normalTrafficAllowed`.
-    pub normal_traffic_allowed: bool,
-    /// `sessionType`.
-    pub session_type: Option<String>,
-    /// `samplingRate`.
-    pub sampling_rate: Option<i32>,
-    /// `encapType`.
-    pub encap_type: Option<String>,
-    /// `erspanId`.
-    pub erspan_id: Option<i32>,
-    /// `erspanCOS`.
-    pub erspan_cos: Option<i32>,
-    /// `erspanGraNanosec`.
-    pub erspan_gra_nanosec: Option<bool>,
-    /// `netstack`.
-    pub netstack: Option<String>,
-}
-impl x::SchemaType for VMwareVspanSession {
-    const TYPE_NAME: &'static str = "VMwareVspanSession";
-}
-impl x::Structure for VMwareVspanSession {}
-impl std::fmt::Debug for VMwareVspanSession {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "VMwareVspanSession", x::fields_ref(self))
-    }
-}
-impl PartialEq for VMwareVspanSession {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for VMwareVspanSession {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "name" => r.read_opt(&mut self.name),
-            "description" => r.read_opt(&mut self.description),
-            "enabled" => r.read(&mut self.enabled),
-            "sourcePortTransmitted" => r.read_opt(&mut self.source_port_transmitted),
-            "sourcePortReceived" => r.read_opt(&mut self.source_port_received),
-            "destinationPort" => r.read_opt(&mut self.destination_port),
-            "encapsulationVlanId" => r.read_opt(&mut self.encapsulation_vlan_id),
-            "stripOriginalVlan" => r.read(&mut self.strip_original_vlan),
-            "mirroredPacketLength" => r.read_opt(&mut self.mirrored_packet_length),
-            "normalTrafficAllowed" => r.read(&mut self.normal_traffic_allowed),
-            "sessionType" => r.read_opt(&mut self.session_type),
-            "samplingRate" => r.read_opt(&mut self.sampling_rate),
-            "encapType" => r.read_opt(&mut self.encap_type),
-            "erspanId" => r.read_opt(&mut self.erspan_id),
-            "erspanCOS" => r.read_opt(&mut self.erspan_cos),
-            "erspanGraNanosec" => r.read_opt(&mut self.erspan_gra_nanosec),
-            "netstack" => r.read_opt(&mut self.netstack),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_opt("name", &self.name);
-        w.write_opt("description", &self.description);
-        w.write("enabled", &self.enabled);
-        w.write_opt("sourcePortTransmitted", &self.source_port_transmitted);
-        w.write_opt("sourcePortReceived", &self.source_port_received);
-        w.write_opt("destinationPort", &self.destination_port);
-        w.write_opt("encapsulationVlanId", &self.encapsulation_vlan_id);
-        w.write("stripOriginalVlan", &self.strip_original_vlan);
-        w.write_opt("mirroredPacketLength", &self.mirrored_packet_length);
-        w.write("normalTrafficAllowed", &self.normal_traffic_allowed);
-        w.write_opt("sessionType", &self.session_type);
-        w.write_opt("samplingRate", &self.sampling_rate);
-        w.write_opt("encapType", &self.encap_type);
-        w.write_opt("erspanId", &self.erspan_id);
-        w.write_opt("erspanCOS", &self.erspan_cos);
-        w.write_opt("erspanGraNanosec", &self.erspan_gra_nanosec);
-        w.write_opt("netstack", &self.netstack);
-    }
-}
-impl x::ArrayItem for VMwareVspanSession {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVMwareVspanSession";
-    const ITEM_TAG: &'static str = "VMwareVspanSession";
 }

@@ -1278,6 +1278,7 @@ impl x::ArrayItem for VirtualMachineLegacyNetworkSwitchInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineLegacyNetworkSwitchInfo";
     const ITEM_TAG: &'static str = "VirtualMachineLegacyNetworkSwitchInfo";
 }
+#[cfg(feature = "admin")]
 /// `VirtualMachineMemoryReservationInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct VirtualMachineMemoryReservationInfo {
@@ -1290,20 +1291,25 @@ pub struct VirtualMachineMemoryReservationInfo {
     /// `allocationPolicy`.
     pub allocation_policy: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VirtualMachineMemoryReservationInfo {
     const TYPE_NAME: &'static str = "VirtualMachineMemoryReservationInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VirtualMachineMemoryReservationInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VirtualMachineMemoryReservationInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VirtualMachineMemoryReservationInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VirtualMachineMemoryReservationInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VirtualMachineMemoryReservationInfo {
     fn decode_field(
         &mut self,

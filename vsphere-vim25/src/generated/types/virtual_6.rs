@@ -391,6 +391,7 @@ impl x::Fields for VirtualNVMEControllerOption {
         }
     }
 }
+#[cfg(feature = "admin")]
 /// `VirtualNicManagerNetConfig` (extends `DynamicData`).
 #[derive(Default)]
 pub struct VirtualNicManagerNetConfig {
@@ -403,20 +404,25 @@ pub struct VirtualNicManagerNetConfig {
     /// `selectedVnic`.
     pub selected_vnic: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VirtualNicManagerNetConfig {
     const TYPE_NAME: &'static str = "VirtualNicManagerNetConfig";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VirtualNicManagerNetConfig {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VirtualNicManagerNetConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VirtualNicManagerNetConfig", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VirtualNicManagerNetConfig {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VirtualNicManagerNetConfig {
     #[inline]
     fn clone(&self) -> Self {
@@ -428,6 +434,7 @@ impl Clone for VirtualNicManagerNetConfig {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VirtualNicManagerNetConfig {
     fn decode_field(
         &mut self,
@@ -451,6 +458,7 @@ impl x::Fields for VirtualNicManagerNetConfig {
         w.write_vec("selectedVnic", &self.selected_vnic);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for VirtualNicManagerNetConfig {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualNicManagerNetConfig";
     const ITEM_TAG: &'static str = "VirtualNicManagerNetConfig";
@@ -3087,53 +3095,5 @@ impl x::Fields for VirtualSerialPortFileBackingInfo {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
-    }
-}
-/// `VirtualSerialPortFileBackingOption` (extends `VirtualDeviceFileBackingOption`).
-///
-/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualSerialPortFileBackingOption {
-    /// The fields `VirtualSerialPortFileBackingOption` inherits from `VirtualDeviceFileBackingOption`.
-    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
-}
-impl x::SchemaType for VirtualSerialPortFileBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortFileBackingOption";
-}
-impl x::Structure for VirtualSerialPortFileBackingOption {}
-impl std::fmt::Debug for VirtualSerialPortFileBackingOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "VirtualSerialPortFileBackingOption", x::fields_ref(self))
-    }
-}
-impl PartialEq for VirtualSerialPortFileBackingOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl std::ops::Deref for VirtualSerialPortFileBackingOption {
-    type Target = VirtualDeviceFileBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceFileBackingOption {
-        &self.virtual_device_file_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortFileBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
-        &mut self.virtual_device_file_backing_option
-    }
-}
-impl x::Fields for VirtualSerialPortFileBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_file_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
     }
 }

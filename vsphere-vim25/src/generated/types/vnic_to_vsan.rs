@@ -287,6 +287,7 @@ impl x::Fields for VsanClusterConfigInfoHostDefaultInfo {
         w.write_opt("checksumEnabled", &self.checksum_enabled);
     }
 }
+#[cfg(feature = "admin")]
 /// `VsanClusterCoreConfig` (extends `DynamicData`).
 ///
 /// Since vSphere API 9.0.0.0.
@@ -297,20 +298,25 @@ pub struct VsanClusterCoreConfig {
     /// Since vSphere API 9.0.0.0.
     pub vsan_max_enabled: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VsanClusterCoreConfig {
     const TYPE_NAME: &'static str = "VsanClusterCoreConfig";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VsanClusterCoreConfig {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VsanClusterCoreConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VsanClusterCoreConfig", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VsanClusterCoreConfig {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VsanClusterCoreConfig {
     fn decode_field(
         &mut self,

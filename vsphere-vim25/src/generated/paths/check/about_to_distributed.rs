@@ -99,6 +99,7 @@ pub(super) fn alarm_setting() {
     check(at().tolerance_range(), "toleranceRange");
     check(at().reporting_frequency(), "reportingFrequency");
 }
+#[cfg(feature = "admin")]
 pub(super) fn answer_file_status_result() {
     let at = || HostSystem.answer_file_validation_result();
     check(at().into_path(), "");
@@ -107,6 +108,7 @@ pub(super) fn answer_file_status_result() {
     check(at().status(), "status");
     check(at().error(), "error");
 }
+#[cfg(feature = "admin")]
 pub(super) fn apply_host_profile_configuration_result() {
     let at = || HostSystem.remediation_result();
     check(at().into_path(), "");
@@ -116,6 +118,7 @@ pub(super) fn apply_host_profile_configuration_result() {
     check(at().status(), "status");
     check(at().errors(), "errors");
 }
+#[cfg(feature = "admin")]
 pub(super) fn apply_host_profile_configuration_spec() {
     let at = || HostSystem.precheck_remediation_result();
     check(at().into_path(), "");
@@ -162,8 +165,9 @@ pub(super) fn authorization_manager() {
     check(at().privilege_list(), "privilegeList");
     check(at().role_list(), "roleList");
 }
+#[cfg(feature = "admin")]
 pub(super) fn auto_start_defaults() {
-    let at = || HostSystem.config().auto_start().defaults();
+    let at = || HostAutoStartManager.config().defaults();
     check(at().into_path(), "");
     check(at().enabled(), "enabled");
     check(at().start_delay(), "startDelay");
@@ -172,7 +176,7 @@ pub(super) fn auto_start_defaults() {
     check(at().stop_action(), "stopAction");
 }
 pub(super) fn bool_policy() {
-    let at = || DistributedVirtualSwitch.config().default_port_config().blocked();
+    let at = || DistributedVirtualPortgroup.config().default_port_config().blocked();
     check(at().into_path(), "");
     check(at().inherited(), "inherited");
     check(at().value(), "value");
@@ -225,6 +229,7 @@ pub(super) fn cluster_compute_resource() {
     check(at().tag(), "tag");
     check(at().triggered_alarm_state(), "triggeredAlarmState");
     check(at().config_manager_enabled(), "configManagerEnabled");
+    #[cfg(feature = "admin")]
     check(at().configuration_ex().into_path(), "configurationEx");
     check(at().datastore(), "datastore");
     check(at().environment_browser(), "environmentBrowser");
@@ -234,15 +239,16 @@ pub(super) fn cluster_compute_resource() {
     check(at().network_boot_mode(), "networkBootMode");
     check(at().resource_pool(), "resourcePool");
     check(at().summary().into_path(), "summary");
-    check(at().action_history(), "actionHistory");
-    check(at().configuration().into_path(), "configuration");
-    check(at().drs_fault(), "drsFault");
-    check(at().drs_recommendation(), "drsRecommendation");
-    check(at().hci_config().into_path(), "hciConfig");
-    check(at().migration_history(), "migrationHistory");
-    check(at().recommendation(), "recommendation");
-    check(at().summary_ex().into_path(), "summaryEx");
+    #[cfg(feature = "admin")] check(at().action_history(), "actionHistory");
+    #[cfg(feature = "admin")] check(at().configuration().into_path(), "configuration");
+    #[cfg(feature = "admin")] check(at().drs_fault(), "drsFault");
+    #[cfg(feature = "admin")] check(at().drs_recommendation(), "drsRecommendation");
+    #[cfg(feature = "admin")] check(at().hci_config().into_path(), "hciConfig");
+    #[cfg(feature = "admin")] check(at().migration_history(), "migrationHistory");
+    #[cfg(feature = "admin")] check(at().recommendation(), "recommendation");
+    #[cfg(feature = "admin")] check(at().summary_ex().into_path(), "summaryEx");
 }
+#[cfg(feature = "admin")]
 pub(super) fn cluster_compute_resource_hci_config_info() {
     let at = || ClusterComputeResource.hci_config();
     check(at().into_path(), "");
@@ -251,12 +257,14 @@ pub(super) fn cluster_compute_resource_hci_config_info() {
     check(at().configured_hosts(), "configuredHosts");
     check(at().host_config_profile().into_path(), "hostConfigProfile");
 }
+#[cfg(feature = "admin")]
 pub(super) fn cluster_compute_resource_host_configuration_profile() {
     let at = || ClusterComputeResource.hci_config().host_config_profile();
     check(at().into_path(), "");
     check(at().date_time_config().into_path(), "dateTimeConfig");
     check(at().lockdown_mode(), "lockdownMode");
 }
+#[cfg(feature = "admin")]
 pub(super) fn cluster_compute_resource_summary() {
     let at = || ClusterComputeResource.summary_ex();
     check(at().into_path(), "");
@@ -284,6 +292,7 @@ pub(super) fn cluster_compute_resource_summary() {
     check(at().vcs_health_status(), "vcsHealthStatus");
     check(at().vcs_slots(), "vcsSlots");
 }
+#[cfg(feature = "admin")]
 pub(super) fn cluster_config_info() {
     let at = || ClusterComputeResource.configuration();
     check(at().into_path(), "");
@@ -293,6 +302,7 @@ pub(super) fn cluster_config_info() {
     check(at().drs_vm_config(), "drsVmConfig");
     check(at().rule(), "rule");
 }
+#[cfg(feature = "admin")]
 pub(super) fn cluster_das_admission_control_policy() {
     let at = || {
         ClusterComputeResource.configuration().das_config().admission_control_policy()
@@ -304,6 +314,7 @@ pub(super) fn cluster_das_admission_control_policy() {
     );
     check(at().p_mem_admission_control_enabled(), "pMemAdmissionControlEnabled");
 }
+#[cfg(feature = "admin")]
 pub(super) fn cluster_das_config_info() {
     let at = || ClusterComputeResource.configuration().das_config();
     check(at().into_path(), "");
@@ -325,6 +336,7 @@ pub(super) fn cluster_das_fdm_host_state() {
     check(at().state(), "state");
     check(at().state_reporter(), "stateReporter");
 }
+#[cfg(feature = "admin")]
 pub(super) fn cluster_das_vm_settings() {
     let at = || {
         ClusterComputeResource.configuration().das_config().default_vm_settings()
@@ -339,6 +351,7 @@ pub(super) fn cluster_das_vm_settings() {
         "vmComponentProtectionSettings",
     );
 }
+#[cfg(feature = "admin")]
 pub(super) fn cluster_drs_config_info() {
     let at = || ClusterComputeResource.configuration().drs_config();
     check(at().into_path(), "");
@@ -384,6 +397,7 @@ pub(super) fn cluster_profile_manager() {
     let at = || ClusterProfileManager;
     check(at().profile(), "profile");
 }
+#[cfg(feature = "admin")]
 pub(super) fn cluster_usage_summary() {
     let at = || ClusterComputeResource.summary_ex().usage_summary();
     check(at().into_path(), "");
@@ -404,6 +418,7 @@ pub(super) fn cluster_usage_summary() {
     check(at().reserved_tier0_mem_mb(), "reservedTier0MemMB");
     check(at().unreserved_tier0_mem_mb(), "unreservedTier0MemMB");
 }
+#[cfg(feature = "admin")]
 pub(super) fn cluster_vm_component_protection_settings() {
     let at = || {
         ClusterComputeResource
@@ -419,6 +434,7 @@ pub(super) fn cluster_vm_component_protection_settings() {
     check(at().vm_reaction_on_apd_cleared(), "vmReactionOnAPDCleared");
     check(at().vm_storage_protection_for_pdl(), "vmStorageProtectionForPDL");
 }
+#[cfg(feature = "admin")]
 pub(super) fn cluster_vm_tools_monitoring_settings() {
     let at = || {
         ClusterComputeResource
@@ -436,6 +452,7 @@ pub(super) fn cluster_vm_tools_monitoring_settings() {
     check(at().max_failures(), "maxFailures");
     check(at().max_failure_window(), "maxFailureWindow");
 }
+#[cfg(feature = "admin")]
 pub(super) fn compliance_result() {
     let at = || HostSystem.compliance_check_result();
     check(at().into_path(), "");
@@ -464,6 +481,7 @@ pub(super) fn compute_resource() {
     check(at().tag(), "tag");
     check(at().triggered_alarm_state(), "triggeredAlarmState");
     check(at().config_manager_enabled(), "configManagerEnabled");
+    #[cfg(feature = "admin")]
     check(at().configuration_ex().into_path(), "configurationEx");
     check(at().datastore(), "datastore");
     check(at().environment_browser(), "environmentBrowser");
@@ -474,6 +492,7 @@ pub(super) fn compute_resource() {
     check(at().resource_pool(), "resourcePool");
     check(at().summary().into_path(), "summary");
 }
+#[cfg(feature = "admin")]
 pub(super) fn compute_resource_config_info() {
     let at = || ClusterComputeResource.configuration_ex();
     check(at().into_path(), "");
@@ -545,7 +564,7 @@ pub(super) fn customization_spec_manager() {
     check(at().info(), "info");
 }
 pub(super) fn dv_port_setting() {
-    let at = || DistributedVirtualSwitch.config().default_port_config();
+    let at = || DistributedVirtualPortgroup.config().default_port_config();
     check(at().into_path(), "");
     check(at().blocked().into_path(), "blocked");
     check(at().vm_direct_path_gen2_allowed().into_path(), "vmDirectPathGen2Allowed");
@@ -607,6 +626,7 @@ pub(super) fn dv_portgroup_policy() {
     );
     check(at().traffic_filter_override_allowed(), "trafficFilterOverrideAllowed");
 }
+#[cfg(feature = "admin")]
 pub(super) fn dvs_backup_restore_capability() {
     let at = || {
         DistributedVirtualSwitch
@@ -617,6 +637,7 @@ pub(super) fn dvs_backup_restore_capability() {
     check(at().into_path(), "");
     check(at().backup_restore_supported(), "backupRestoreSupported");
 }
+#[cfg(feature = "admin")]
 pub(super) fn dvs_capability() {
     let at = || DistributedVirtualSwitch.capability();
     check(at().into_path(), "");
@@ -629,6 +650,7 @@ pub(super) fn dvs_capability() {
     );
     check(at().features_supported().into_path(), "featuresSupported");
 }
+#[cfg(feature = "admin")]
 pub(super) fn dvs_config_info() {
     let at = || DistributedVirtualSwitch.config();
     check(at().into_path(), "");
@@ -675,6 +697,7 @@ pub(super) fn dvs_contact_info() {
     check(at().name(), "name");
     check(at().contact(), "contact");
 }
+#[cfg(feature = "admin")]
 pub(super) fn dvs_feature_capability() {
     let at = || DistributedVirtualSwitch.capability().features_supported();
     check(at().into_path(), "");
@@ -698,6 +721,7 @@ pub(super) fn dvs_feature_capability() {
     check(at().network_filter_supported(), "networkFilterSupported");
     check(at().mac_learning_supported(), "macLearningSupported");
 }
+#[cfg(feature = "admin")]
 pub(super) fn dvs_network_resource_management_capability() {
     let at = || {
         DistributedVirtualSwitch
@@ -728,6 +752,7 @@ pub(super) fn dvs_network_resource_management_capability() {
         "userDefinedInfraTrafficPoolSupported",
     );
 }
+#[cfg(feature = "admin")]
 pub(super) fn dvs_policy() {
     let at = || DistributedVirtualSwitch.config().policy();
     check(at().into_path(), "");
@@ -735,6 +760,7 @@ pub(super) fn dvs_policy() {
     check(at().auto_upgrade_allowed(), "autoUpgradeAllowed");
     check(at().partial_upgrade_allowed(), "partialUpgradeAllowed");
 }
+#[cfg(feature = "admin")]
 pub(super) fn dvs_rollback_capability() {
     let at = || {
         DistributedVirtualSwitch.capability().features_supported().rollback_capability()
@@ -742,6 +768,7 @@ pub(super) fn dvs_rollback_capability() {
     check(at().into_path(), "");
     check(at().rollback_supported(), "rollbackSupported");
 }
+#[cfg(feature = "admin")]
 pub(super) fn dvs_runtime_info() {
     let at = || DistributedVirtualSwitch.runtime();
     check(at().into_path(), "");
@@ -765,7 +792,7 @@ pub(super) fn dvs_summary() {
 }
 pub(super) fn dvs_traffic_shaping_policy() {
     let at = || {
-        DistributedVirtualSwitch.config().default_port_config().in_shaping_policy()
+        DistributedVirtualPortgroup.config().default_port_config().in_shaping_policy()
     };
     check(at().into_path(), "");
     check(at().inherited(), "inherited");
@@ -776,7 +803,10 @@ pub(super) fn dvs_traffic_shaping_policy() {
 }
 pub(super) fn dvs_vendor_specific_config() {
     let at = || {
-        DistributedVirtualSwitch.config().default_port_config().vendor_specific_config()
+        DistributedVirtualPortgroup
+            .config()
+            .default_port_config()
+            .vendor_specific_config()
     };
     check(at().into_path(), "");
     check(at().inherited(), "inherited");
@@ -963,11 +993,11 @@ pub(super) fn distributed_virtual_switch() {
     check(at().recent_task(), "recentTask");
     check(at().tag(), "tag");
     check(at().triggered_alarm_state(), "triggeredAlarmState");
-    check(at().capability().into_path(), "capability");
-    check(at().config().into_path(), "config");
+    #[cfg(feature = "admin")] check(at().capability().into_path(), "capability");
+    #[cfg(feature = "admin")] check(at().config().into_path(), "config");
     check(at().network_resource_pool(), "networkResourcePool");
     check(at().portgroup(), "portgroup");
-    check(at().runtime().into_path(), "runtime");
+    #[cfg(feature = "admin")] check(at().runtime().into_path(), "runtime");
     check(at().summary().into_path(), "summary");
     check(at().uuid(), "uuid");
 }

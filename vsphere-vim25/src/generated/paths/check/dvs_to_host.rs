@@ -8,11 +8,14 @@ pub(super) fn dvs_event_argument() {
     check(at().dvs(), "dvs");
 }
 pub(super) fn dvs_filter_policy() {
-    let at = || DistributedVirtualSwitch.config().default_port_config().filter_policy();
+    let at = || {
+        DistributedVirtualPortgroup.config().default_port_config().filter_policy()
+    };
     check(at().into_path(), "");
     check(at().inherited(), "inherited");
     check(at().filter_config(), "filterConfig");
 }
+#[cfg(feature = "admin")]
 pub(super) fn dvs_resource_runtime_info() {
     let at = || DistributedVirtualSwitch.runtime().resource_runtime_info();
     check(at().into_path(), "");
@@ -244,13 +247,9 @@ pub(super) fn host_apply_profile() {
     check(at().usergroup_account(), "usergroupAccount");
     check(at().authentication().into_path(), "authentication");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_assignable_hardware_config() {
-    let at = || {
-        HostSystem
-            .precheck_remediation_result()
-            .config_spec()
-            .assignable_hardware_config()
-    };
+    let at = || HostAssignableHardwareManager.config();
     check(at().into_path(), "");
     check(at().attribute_override(), "attributeOverride");
 }
@@ -266,8 +265,9 @@ pub(super) fn host_authentication_manager() {
     check(at().info().into_path(), "info");
     check(at().supported_store(), "supportedStore");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_authentication_manager_info() {
-    let at = || HostSystem.config().authentication_manager_info();
+    let at = || HostAuthenticationManager.info();
     check(at().into_path(), "");
     check(at().auth_config(), "authConfig");
 }
@@ -287,12 +287,14 @@ pub(super) fn host_auto_start_manager() {
     let at = || HostAutoStartManager;
     check(at().config().into_path(), "config");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_auto_start_manager_config() {
-    let at = || HostSystem.config().auto_start();
+    let at = || HostAutoStartManager.config();
     check(at().into_path(), "");
     check(at().defaults().into_path(), "defaults");
     check(at().power_info(), "powerInfo");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_bios_info() {
     let at = || HostSystem.hardware().bios_info();
     check(at().into_path(), "");
@@ -310,6 +312,7 @@ pub(super) fn host_cache_configuration_manager() {
     let at = || HostCacheConfigurationManager;
     check(at().cache_configuration_info(), "cacheConfigurationInfo");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_capability() {
     let at = || HostSystem.capability();
     check(at().into_path(), "");
@@ -562,6 +565,7 @@ pub(super) fn host_certificate_manager_certificate_info() {
     check(at().subject(), "subject");
     check(at().status(), "status");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_config_info() {
     let at = || HostSystem.config();
     check(at().into_path(), "");
@@ -668,6 +672,7 @@ pub(super) fn host_config_manager() {
     check(at().nvdimm_system(), "nvdimmSystem");
     check(at().assignable_hardware_manager(), "assignableHardwareManager");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_config_spec() {
     let at = || HostSystem.precheck_remediation_result().config_spec();
     check(at().into_path(), "");
@@ -705,6 +710,7 @@ pub(super) fn host_config_summary() {
     check(at().agent_vm_datastore(), "agentVmDatastore");
     check(at().agent_vm_network(), "agentVmNetwork");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_cpu_info() {
     let at = || HostSystem.hardware().cpu_info();
     check(at().into_path(), "");
@@ -713,14 +719,16 @@ pub(super) fn host_cpu_info() {
     check(at().num_cpu_threads(), "numCpuThreads");
     check(at().hz(), "hz");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_cpu_power_management_info() {
     let at = || HostSystem.hardware().cpu_power_management_info();
     check(at().into_path(), "");
     check(at().current_policy(), "currentPolicy");
     check(at().hardware_support(), "hardwareSupport");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_cpu_scheduler_info() {
-    let at = || HostSystem.config().cpu_scheduler();
+    let at = || HostCpuSchedulerSystem.cpu_scheduler_info();
     check(at().into_path(), "");
     check(at().policy(), "policy");
 }
@@ -750,6 +758,7 @@ pub(super) fn host_datastore_system_capabilities() {
     check(at().local_datastore_supported(), "localDatastoreSupported");
     check(at().vmfs_extent_expansion_supported(), "vmfsExtentExpansionSupported");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_date_time_config() {
     let at = || HostSystem.precheck_remediation_result().config_spec().datetime();
     check(at().into_path(), "");
@@ -762,8 +771,9 @@ pub(super) fn host_date_time_config() {
     check(at().disable_fallback(), "disableFallback");
     check(at().reset_to_factory_defaults(), "resetToFactoryDefaults");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_date_time_info() {
-    let at = || HostSystem.config().date_time_info();
+    let at = || HostDateTimeSystem.date_time_info();
     check(at().into_path(), "");
     check(at().time_zone().into_path(), "timeZone");
     check(at().system_clock_protocol(), "systemClockProtocol");
@@ -786,21 +796,24 @@ pub(super) fn host_date_time_system() {
     let at = || HostDateTimeSystem;
     check(at().date_time_info().into_path(), "dateTimeInfo");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_date_time_system_time_zone() {
-    let at = || HostSystem.config().date_time_info().time_zone();
+    let at = || HostDateTimeSystem.date_time_info().time_zone();
     check(at().into_path(), "");
     check(at().key(), "key");
     check(at().name(), "name");
     check(at().description(), "description");
     check(at().gmt_offset(), "gmtOffset");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_deployment_info() {
     let at = || HostSystem.config().deployment_info();
     check(at().into_path(), "");
     check(at().booted_from_stateless_cache(), "bootedFromStatelessCache");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_diagnostic_partition() {
-    let at = || HostSystem.config().active_diagnostic_partition();
+    let at = || HostDiagnosticSystem.active_partition();
     check(at().into_path(), "");
     check(at().storage_type(), "storageType");
     check(at().diagnostic_type(), "diagnosticType");
@@ -817,10 +830,9 @@ pub(super) fn host_directory_store() {
     let at = || HostDirectoryStore;
     check(at().info().into_path(), "info");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_dns_config() {
-    let at = || {
-        HostSystem.precheck_remediation_result().config_spec().network().dns_config()
-    };
+    let at = || HostNetworkSystem.dns_config();
     check(at().into_path(), "");
     check(at().dhcp(), "dhcp");
     check(at().virtual_nic_device(), "virtualNicDevice");
@@ -848,32 +860,30 @@ pub(super) fn host_event_argument() {
     check(at().name(), "name");
     check(at().host(), "host");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_file_system_volume_info() {
-    let at = || HostSystem.config().file_system_volume();
+    let at = || HostStorageSystem.file_system_volume_info();
     check(at().into_path(), "");
     check(at().volume_type_list(), "volumeTypeList");
     check(at().mount_info(), "mountInfo");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_firewall_config() {
     let at = || HostSystem.precheck_remediation_result().config_spec().firewall();
     check(at().into_path(), "");
     check(at().rule(), "rule");
     check(at().default_blocking_policy().into_path(), "defaultBlockingPolicy");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_firewall_default_policy() {
-    let at = || {
-        HostSystem
-            .precheck_remediation_result()
-            .config_spec()
-            .firewall()
-            .default_blocking_policy()
-    };
+    let at = || HostFirewallSystem.firewall_info().default_policy();
     check(at().into_path(), "");
     check(at().incoming_blocked(), "incomingBlocked");
     check(at().outgoing_blocked(), "outgoingBlocked");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_firewall_info() {
-    let at = || HostSystem.config().firewall();
+    let at = || HostFirewallSystem.firewall_info();
     check(at().into_path(), "");
     check(at().default_policy().into_path(), "defaultPolicy");
     check(at().ruleset(), "ruleset");
@@ -885,13 +895,15 @@ pub(super) fn host_firewall_system() {
     check(at().value(), "value");
     check(at().firewall_info().into_path(), "firewallInfo");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_flag_info() {
     let at = || HostSystem.config().flags();
     check(at().into_path(), "");
     check(at().background_snapshots_enabled(), "backgroundSnapshotsEnabled");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_graphics_config() {
-    let at = || HostSystem.precheck_remediation_result().config_spec().graphics_config();
+    let at = || HostGraphicsManager.graphics_config();
     check(at().into_path(), "");
     check(at().host_default_graphics_type(), "hostDefaultGraphicsType");
     check(at().shared_passthru_assignment_policy(), "sharedPassthruAssignmentPolicy");
@@ -907,6 +919,7 @@ pub(super) fn host_graphics_manager() {
     check(at().shared_gpu_capabilities(), "sharedGpuCapabilities");
     check(at().shared_passthru_gpu_types(), "sharedPassthruGpuTypes");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_hardware_info() {
     let at = || HostSystem.hardware();
     check(at().into_path(), "");
@@ -959,60 +972,55 @@ pub(super) fn host_health_status_system() {
     let at = || HostHealthStatusSystem;
     check(at().runtime().into_path(), "runtime");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_hyper_thread_schedule_info() {
-    let at = || HostSystem.config().hyper_thread();
+    let at = || HostCpuSchedulerSystem.hyperthread_info();
     check(at().into_path(), "");
     check(at().available(), "available");
     check(at().active(), "active");
     check(at().config(), "config");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_ip_config() {
-    let at = || HostSystem.config().vmotion().ip_config();
+    let at = || HostVMotionSystem.ip_config();
     check(at().into_path(), "");
     check(at().dhcp(), "dhcp");
     check(at().ip_address(), "ipAddress");
     check(at().subnet_mask(), "subnetMask");
     check(at().ip_v6_config().into_path(), "ipV6Config");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_ip_config_ip_v6_address_configuration() {
-    let at = || HostSystem.config().vmotion().ip_config().ip_v6_config();
+    let at = || HostVMotionSystem.ip_config().ip_v6_config();
     check(at().into_path(), "");
     check(at().ip_v6_address(), "ipV6Address");
     check(at().auto_configuration_enabled(), "autoConfigurationEnabled");
     check(at().dhcp_v6_enabled(), "dhcpV6Enabled");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_ip_route_config() {
-    let at = || {
-        HostSystem
-            .precheck_remediation_result()
-            .config_spec()
-            .network()
-            .ip_route_config()
-    };
+    let at = || HostNetworkSystem.console_ip_route_config();
     check(at().into_path(), "");
     check(at().default_gateway(), "defaultGateway");
     check(at().gateway_device(), "gatewayDevice");
     check(at().ip_v6_default_gateway(), "ipV6DefaultGateway");
     check(at().ip_v6_gateway_device(), "ipV6GatewayDevice");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_ip_route_table_config() {
-    let at = || {
-        HostSystem
-            .precheck_remediation_result()
-            .config_spec()
-            .network()
-            .route_table_config()
-    };
+    let at = || HostNetworkSystem.network_config().route_table_config();
     check(at().into_path(), "");
     check(at().ip_route(), "ipRoute");
     check(at().ipv6_route(), "ipv6Route");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_ip_route_table_info() {
-    let at = || HostSystem.config().network().route_table_info();
+    let at = || HostNetworkSystem.network_info().route_table_info();
     check(at().into_path(), "");
     check(at().ip_route(), "ipRoute");
     check(at().ipv6_route(), "ipv6Route");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_ipmi_info() {
     let at = || HostSystem.config().ipmi();
     check(at().into_path(), "");
@@ -1021,11 +1029,13 @@ pub(super) fn host_ipmi_info() {
     check(at().login(), "login");
     check(at().password(), "password");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_licensable_resource_info() {
     let at = || HostSystem.licensable_resource();
     check(at().into_path(), "");
     check(at().resource(), "resource");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_license_spec() {
     let at = || HostSystem.precheck_remediation_result().config_spec().license();
     check(at().into_path(), "");
@@ -1092,6 +1102,7 @@ pub(super) fn host_memory_profile() {
     check(at().copy_enable_status(), "copyEnableStatus");
     check(at().hidden(), "hidden");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_memory_spec() {
     let at = || HostSystem.precheck_remediation_result().config_spec().memory();
     check(at().into_path(), "");
@@ -1108,24 +1119,21 @@ pub(super) fn host_memory_system() {
         "virtualMachineReservationInfo",
     );
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_multipath_info() {
-    let at = || {
-        HostSystem
-            .precheck_remediation_result()
-            .config_spec()
-            .storage_device()
-            .multipath_info()
-    };
+    let at = || HostStorageSystem.storage_device_info().multipath_info();
     check(at().into_path(), "");
     check(at().lun(), "lun");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_multipath_state_info() {
-    let at = || HostSystem.config().multipath_state();
+    let at = || HostStorageSystem.multipath_state_info();
     check(at().into_path(), "");
     check(at().path(), "path");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_net_capabilities() {
-    let at = || HostSystem.config().capabilities();
+    let at = || HostNetworkSystem.capabilities();
     check(at().into_path(), "");
     check(at().can_set_physical_nic_link_speed(), "canSetPhysicalNicLinkSpeed");
     check(at().supports_nic_teaming(), "supportsNicTeaming");
@@ -1142,15 +1150,17 @@ pub(super) fn host_net_capabilities() {
     check(at().ip_v6_supported(), "ipV6Supported");
     check(at().backup_nfc_nioc_supported(), "backupNfcNiocSupported");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_net_offload_capabilities() {
-    let at = || HostSystem.config().offload_capabilities();
+    let at = || HostNetworkSystem.offload_capabilities();
     check(at().into_path(), "");
     check(at().csum_offload(), "csumOffload");
     check(at().tcp_segmentation(), "tcpSegmentation");
     check(at().zero_copy_xmit(), "zeroCopyXmit");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_network_config() {
-    let at = || HostSystem.precheck_remediation_result().config_spec().network();
+    let at = || HostNetworkSystem.network_config();
     check(at().into_path(), "");
     check(at().vswitch(), "vswitch");
     check(at().proxy_switch(), "proxySwitch");
@@ -1168,8 +1178,9 @@ pub(super) fn host_network_config() {
     check(at().net_stack_spec(), "netStackSpec");
     check(at().migration_status(), "migrationStatus");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_network_info() {
-    let at = || HostSystem.config().network();
+    let at = || HostNetworkSystem.network_info();
     check(at().into_path(), "");
     check(at().vswitch(), "vswitch");
     check(at().proxy_switch(), "proxySwitch");
@@ -1211,14 +1222,14 @@ pub(super) fn host_network_system() {
     check(at().network_info().into_path(), "networkInfo");
     check(at().offload_capabilities().into_path(), "offloadCapabilities");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_ntp_config() {
-    let at = || {
-        HostSystem.precheck_remediation_result().config_spec().datetime().ntp_config()
-    };
+    let at = || HostDateTimeSystem.date_time_info().ntp_config();
     check(at().into_path(), "");
     check(at().server(), "server");
     check(at().config_file(), "configFile");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_numa_info() {
     let at = || HostSystem.hardware().numa_info();
     check(at().into_path(), "");
@@ -1231,14 +1242,9 @@ pub(super) fn host_nvdimm_system() {
     let at = || HostNvdimmSystem;
     check(at().nvdimm_system_info().into_path(), "nvdimmSystemInfo");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_nvme_topology() {
-    let at = || {
-        HostSystem
-            .precheck_remediation_result()
-            .config_spec()
-            .storage_device()
-            .nvme_topology()
-    };
+    let at = || HostStorageSystem.storage_device_info().nvme_topology();
     check(at().into_path(), "");
     check(at().adapter(), "adapter");
 }
@@ -1250,20 +1256,16 @@ pub(super) fn host_pci_passthru_system() {
     check(at().pci_passthru_info(), "pciPassthruInfo");
     check(at().sriov_device_pool_info(), "sriovDevicePoolInfo");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_persistent_memory_info() {
     let at = || HostSystem.hardware().persistent_memory_info();
     check(at().into_path(), "");
     check(at().capacity_in_mb(), "capacityInMB");
     check(at().volume_uuid(), "volumeUUID");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_plug_store_topology() {
-    let at = || {
-        HostSystem
-            .precheck_remediation_result()
-            .config_spec()
-            .storage_device()
-            .plug_store_topology()
-    };
+    let at = || HostStorageSystem.storage_device_info().plug_store_topology();
     check(at().into_path(), "");
     check(at().adapter(), "adapter");
     check(at().path(), "path");
@@ -1271,8 +1273,9 @@ pub(super) fn host_plug_store_topology() {
     check(at().device(), "device");
     check(at().plugin(), "plugin");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_power_policy() {
-    let at = || HostSystem.config().power_system_info().current_policy();
+    let at = || HostPowerSystem.info().current_policy();
     check(at().into_path(), "");
     check(at().key(), "key");
     check(at().name(), "name");
@@ -1318,20 +1321,21 @@ pub(super) fn host_profile_validation_failure_info() {
     check(at().failures(), "failures");
     check(at().faults(), "faults");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_ptp_config() {
-    let at = || {
-        HostSystem.precheck_remediation_result().config_spec().datetime().ptp_config()
-    };
+    let at = || HostDateTimeSystem.date_time_info().ptp_config();
     check(at().into_path(), "");
     check(at().domain(), "domain");
     check(at().port(), "port");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_qualified_name() {
     let at = || HostSystem.hardware().system_info().vvol_host_nqn();
     check(at().into_path(), "");
     check(at().value(), "value");
     check(at().type_(), "type");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_reliable_memory_info() {
     let at = || HostSystem.hardware().reliable_memory_info();
     check(at().into_path(), "");
@@ -1373,23 +1377,20 @@ pub(super) fn host_runtime_info_state_encryption_info() {
     check(at().require_secure_boot(), "requireSecureBoot");
     check(at().require_exec_installed_only(), "requireExecInstalledOnly");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_scsi_disk_partition() {
-    let at = || HostSystem.config().active_diagnostic_partition().id();
+    let at = || HostDiagnosticSystem.active_partition().id();
     check(at().into_path(), "");
     check(at().disk_name(), "diskName");
     check(at().partition(), "partition");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_scsi_topology() {
-    let at = || {
-        HostSystem
-            .precheck_remediation_result()
-            .config_spec()
-            .storage_device()
-            .scsi_topology()
-    };
+    let at = || HostStorageSystem.storage_device_info().scsi_topology();
     check(at().into_path(), "");
     check(at().adapter(), "adapter");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_security_spec() {
     let at = || HostSystem.precheck_remediation_result().config_spec().security();
     check(at().into_path(), "");
@@ -1397,8 +1398,9 @@ pub(super) fn host_security_spec() {
     check(at().remove_permission(), "removePermission");
     check(at().add_permission(), "addPermission");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_service_info() {
-    let at = || HostSystem.config().service();
+    let at = || HostServiceSystem.service_info();
     check(at().into_path(), "");
     check(at().service(), "service");
 }
@@ -1409,6 +1411,7 @@ pub(super) fn host_service_system() {
     check(at().value(), "value");
     check(at().service_info().into_path(), "serviceInfo");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_sev_info() {
     let at = || HostSystem.hardware().sev_info();
     check(at().into_path(), "");
@@ -1417,6 +1420,7 @@ pub(super) fn host_sev_info() {
     check(at().snp_state(), "snpState");
     check(at().snp_supported(), "snpSupported");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_sgx_info() {
     let at = || HostSystem.hardware().sgx_info();
     check(at().into_path(), "");
@@ -1426,6 +1430,7 @@ pub(super) fn host_sgx_info() {
     check(at().le_pub_key_hash(), "lePubKeyHash");
     check(at().registration_info().into_path(), "registrationInfo");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_sgx_registration_info() {
     let at = || HostSystem.hardware().sgx_info().registration_info();
     check(at().into_path(), "");
@@ -1462,6 +1467,7 @@ pub(super) fn host_snmp_system_agent_limits() {
     check(at().max_buffer_size(), "maxBufferSize");
     check(at().capability(), "capability");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_ssl_thumbprint_info() {
     let at = || HostSystem.config().ssl_thumbprint_info();
     check(at().into_path(), "");
@@ -1469,8 +1475,9 @@ pub(super) fn host_ssl_thumbprint_info() {
     check(at().owner_tag(), "ownerTag");
     check(at().ssl_thumbprints(), "sslThumbprints");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_storage_device_info() {
-    let at = || HostSystem.precheck_remediation_result().config_spec().storage_device();
+    let at = || HostStorageSystem.storage_device_info();
     check(at().into_path(), "");
     check(at().host_bus_adapter(), "hostBusAdapter");
     check(at().scsi_lun(), "scsiLun");
@@ -1508,29 +1515,39 @@ pub(super) fn host_system() {
     check(at().recent_task(), "recentTask");
     check(at().tag(), "tag");
     check(at().triggered_alarm_state(), "triggeredAlarmState");
+    #[cfg(feature = "admin")]
     check(
         at().answer_file_validation_result().into_path(),
         "answerFileValidationResult",
     );
+    #[cfg(feature = "admin")]
     check(at().answer_file_validation_state().into_path(), "answerFileValidationState");
-    check(at().capability().into_path(), "capability");
+    #[cfg(feature = "admin")] check(at().capability().into_path(), "capability");
+    #[cfg(feature = "admin")]
     check(at().compliance_check_result().into_path(), "complianceCheckResult");
+    #[cfg(feature = "admin")]
     check(at().compliance_check_state().into_path(), "complianceCheckState");
-    check(at().config().into_path(), "config");
+    #[cfg(feature = "admin")] check(at().config().into_path(), "config");
     check(at().config_manager().into_path(), "configManager");
     check(at().datastore(), "datastore");
     check(at().datastore_browser(), "datastoreBrowser");
-    check(at().hardware().into_path(), "hardware");
+    #[cfg(feature = "admin")] check(at().hardware().into_path(), "hardware");
+    #[cfg(feature = "admin")]
     check(at().licensable_resource().into_path(), "licensableResource");
     check(at().network(), "network");
+    #[cfg(feature = "admin")]
     check(at().precheck_remediation_result().into_path(), "precheckRemediationResult");
+    #[cfg(feature = "admin")]
     check(at().remediation_result().into_path(), "remediationResult");
+    #[cfg(feature = "admin")]
     check(at().remediation_state().into_path(), "remediationState");
     check(at().runtime().into_path(), "runtime");
     check(at().summary().into_path(), "summary");
+    #[cfg(feature = "admin")]
     check(at().system_resources().into_path(), "systemResources");
     check(at().vm(), "vm");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_system_compliance_check_state() {
     let at = || HostSystem.compliance_check_state();
     check(at().into_path(), "");
@@ -1542,6 +1559,7 @@ pub(super) fn host_system_health_info() {
     check(at().into_path(), "");
     check(at().numeric_sensor_info(), "numericSensorInfo");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_system_info() {
     let at = || HostSystem.hardware().system_info();
     check(at().into_path(), "");
@@ -1556,12 +1574,14 @@ pub(super) fn host_system_info() {
     check(at().vvol_host_id(), "vvolHostId");
     check(at().boot_command_line(), "bootCommandLine");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_system_remediation_state() {
     let at = || HostSystem.remediation_state();
     check(at().into_path(), "");
     check(at().state(), "state");
     check(at().operation_time(), "operationTime");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_system_resource_info() {
     let at = || HostSystem.system_resources();
     check(at().into_path(), "");
@@ -1569,11 +1589,13 @@ pub(super) fn host_system_resource_info() {
     check(at().config().into_path(), "config");
     check(at().child(), "child");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_system_swap_configuration() {
     let at = || HostSystem.config().system_swap_configuration();
     check(at().into_path(), "");
     check(at().option(), "option");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_tdx_info() {
     let at = || HostSystem.hardware().tdx_info();
     check(at().into_path(), "");
@@ -1592,21 +1614,24 @@ pub(super) fn host_vflash_manager() {
     let at = || HostVFlashManager;
     check(at().vflash_config_info().into_path(), "vFlashConfigInfo");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_vflash_manager_vflash_cache_config_info() {
-    let at = || HostSystem.config().vflash_config_info().vflash_cache_config_info();
+    let at = || HostVFlashManager.vflash_config_info().vflash_cache_config_info();
     check(at().into_path(), "");
     check(at().vflash_module_config_option(), "vFlashModuleConfigOption");
     check(at().default_vflash_module(), "defaultVFlashModule");
     check(at().swap_cache_reservation_in_gb(), "swapCacheReservationInGB");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_vflash_manager_vflash_config_info() {
-    let at = || HostSystem.config().vflash_config_info();
+    let at = || HostVFlashManager.vflash_config_info();
     check(at().into_path(), "");
     check(at().vflash_resource_config_info().into_path(), "vFlashResourceConfigInfo");
     check(at().vflash_cache_config_info().into_path(), "vFlashCacheConfigInfo");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_vflash_manager_vflash_resource_config_info() {
-    let at = || HostSystem.config().vflash_config_info().vflash_resource_config_info();
+    let at = || HostVFlashManager.vflash_config_info().vflash_resource_config_info();
     check(at().into_path(), "");
     check(at().vffs().into_path(), "vffs");
     check(at().capacity(), "capacity");
@@ -1620,14 +1645,16 @@ pub(super) fn host_vflash_manager_vflash_resource_run_time_info() {
     check(at().capacity_for_vm_cache(), "capacityForVmCache");
     check(at().free_for_vm_cache(), "freeForVmCache");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_vmotion_info() {
     let at = || HostSystem.config().vmotion();
     check(at().into_path(), "");
     check(at().net_config().into_path(), "netConfig");
     check(at().ip_config().into_path(), "ipConfig");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_vmotion_net_config() {
-    let at = || HostSystem.config().vmotion().net_config();
+    let at = || HostVMotionSystem.net_config();
     check(at().into_path(), "");
     check(at().candidate_vnic(), "candidateVnic");
     check(at().selected_vnic(), "selectedVnic");
@@ -1640,9 +1667,10 @@ pub(super) fn host_vmotion_system() {
     check(at().ip_config().into_path(), "ipConfig");
     check(at().net_config().into_path(), "netConfig");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_vffs_volume() {
     let at = || {
-        HostSystem.config().vflash_config_info().vflash_resource_config_info().vffs()
+        HostVFlashManager.vflash_config_info().vflash_resource_config_info().vffs()
     };
     check(at().into_path(), "");
     check(at().type_(), "type");
@@ -1660,8 +1688,9 @@ pub(super) fn host_virtual_nic_manager() {
     check(at().value(), "value");
     check(at().info().into_path(), "info");
 }
+#[cfg(feature = "admin")]
 pub(super) fn host_virtual_nic_manager_info() {
-    let at = || HostSystem.config().virtual_nic_manager_info();
+    let at = || HostVirtualNicManager.info();
     check(at().into_path(), "");
     check(at().net_config(), "netConfig");
 }

@@ -117,7 +117,7 @@ pub(super) fn localized_method_fault() {
 }
 pub(super) fn long_policy() {
     let at = || {
-        DistributedVirtualSwitch
+        DistributedVirtualPortgroup
             .config()
             .default_port_config()
             .in_shaping_policy()
@@ -366,13 +366,15 @@ pub(super) fn pod_vm_overhead_info() {
     );
     check(at().pod_vm_overhead_with_page_sharing(), "podVMOverheadWithPageSharing");
 }
+#[cfg(feature = "admin")]
 pub(super) fn power_system_capability() {
-    let at = || HostSystem.config().power_system_capability();
+    let at = || HostPowerSystem.capability();
     check(at().into_path(), "");
     check(at().available_policy(), "availablePolicy");
 }
+#[cfg(feature = "admin")]
 pub(super) fn power_system_info() {
-    let at = || HostSystem.config().power_system_info();
+    let at = || HostPowerSystem.info();
     check(at().into_path(), "");
     check(at().current_policy().into_path(), "currentPolicy");
 }
@@ -606,8 +608,9 @@ pub(super) fn security_profile() {
     check(at().hidden(), "hidden");
     check(at().permission(), "permission");
 }
+#[cfg(feature = "admin")]
 pub(super) fn service_console_reservation_info() {
-    let at = || HostSystem.config().console_reservation();
+    let at = || HostMemorySystem.console_reservation_info();
     check(at().into_path(), "");
     check(at().service_console_reserved_cfg(), "serviceConsoleReservedCfg");
     check(at().service_console_reserved(), "serviceConsoleReserved");
@@ -839,7 +842,7 @@ pub(super) fn storage_profile() {
 }
 pub(super) fn string_policy() {
     let at = || {
-        DistributedVirtualSwitch
+        DistributedVirtualPortgroup
             .config()
             .default_port_config()
             .network_resource_pool_key()

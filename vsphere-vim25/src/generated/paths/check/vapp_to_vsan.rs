@@ -441,8 +441,9 @@ pub(super) fn virtual_machine_guest_summary() {
     check(at().ip_address(), "ipAddress");
     check(at().hw_version(), "hwVersion");
 }
+#[cfg(feature = "admin")]
 pub(super) fn virtual_machine_memory_reservation_info() {
-    let at = || HostSystem.config().virtual_machine_reservation();
+    let at = || HostMemorySystem.virtual_machine_reservation_info();
     check(at().into_path(), "");
     check(at().virtual_machine_min(), "virtualMachineMin");
     check(at().virtual_machine_max(), "virtualMachineMax");
@@ -652,16 +653,17 @@ pub(super) fn vmware_distributed_virtual_switch() {
     check(at().recent_task(), "recentTask");
     check(at().tag(), "tag");
     check(at().triggered_alarm_state(), "triggeredAlarmState");
-    check(at().capability().into_path(), "capability");
-    check(at().config().into_path(), "config");
+    #[cfg(feature = "admin")] check(at().capability().into_path(), "capability");
+    #[cfg(feature = "admin")] check(at().config().into_path(), "config");
     check(at().network_resource_pool(), "networkResourcePool");
     check(at().portgroup(), "portgroup");
-    check(at().runtime().into_path(), "runtime");
+    #[cfg(feature = "admin")] check(at().runtime().into_path(), "runtime");
     check(at().summary().into_path(), "summary");
     check(at().uuid(), "uuid");
 }
+#[cfg(feature = "admin")]
 pub(super) fn vsan_host_config_info() {
-    let at = || HostSystem.config().vsan_host_config();
+    let at = || HostVsanSystem.config();
     check(at().into_path(), "");
     check(at().enabled(), "enabled");
     check(at().host_system(), "hostSystem");
@@ -672,27 +674,31 @@ pub(super) fn vsan_host_config_info() {
     check(at().vsan_esa_enabled(), "vsanEsaEnabled");
     check(at().vsan_cyber_recovery_enabled(), "vsanCyberRecoveryEnabled");
 }
+#[cfg(feature = "admin")]
 pub(super) fn vsan_host_config_info_cluster_info() {
-    let at = || HostSystem.config().vsan_host_config().cluster_info();
+    let at = || HostVsanSystem.config().cluster_info();
     check(at().into_path(), "");
     check(at().uuid(), "uuid");
     check(at().node_uuid(), "nodeUuid");
 }
+#[cfg(feature = "admin")]
 pub(super) fn vsan_host_config_info_network_info() {
-    let at = || HostSystem.config().vsan_host_config().network_info();
+    let at = || HostVsanSystem.config().network_info();
     check(at().into_path(), "");
     check(at().port(), "port");
 }
+#[cfg(feature = "admin")]
 pub(super) fn vsan_host_config_info_storage_info() {
-    let at = || HostSystem.config().vsan_host_config().storage_info();
+    let at = || HostVsanSystem.config().storage_info();
     check(at().into_path(), "");
     check(at().auto_claim_storage(), "autoClaimStorage");
     check(at().disk_mapping(), "diskMapping");
     check(at().disk_map_info(), "diskMapInfo");
     check(at().checksum_enabled(), "checksumEnabled");
 }
+#[cfg(feature = "admin")]
 pub(super) fn vsan_host_fault_domain_info() {
-    let at = || HostSystem.config().vsan_host_config().fault_domain_info();
+    let at = || HostVsanSystem.config().fault_domain_info();
     check(at().into_path(), "");
     check(at().name(), "name");
 }

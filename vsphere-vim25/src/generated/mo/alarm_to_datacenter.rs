@@ -228,6 +228,7 @@ pub struct ClusterComputeResource {
     /// Since vSphere API 8.0.0.0.
     pub config_manager_enabled: Option<bool>,
     /// `configurationEx`, from `ComputeResource`.
+    #[cfg(feature = "admin")]
     pub configuration_ex: Option<AnyComputeResourceConfigInfo>,
     /// `datastore`, from `ComputeResource`: a `Datastore`.
     pub datastore: Option<Vec<x::ManagedObjectReference>>,
@@ -248,24 +249,52 @@ pub struct ClusterComputeResource {
     /// `summary`, from `ComputeResource`.
     pub summary: Option<AnyComputeResourceSummary>,
     /// `actionHistory`.
+    #[cfg(feature = "admin")]
     pub action_history: Option<Vec<ClusterActionHistory>>,
     /// `configuration`.
+    #[cfg(feature = "admin")]
     pub configuration: Option<ClusterConfigInfo>,
     /// `drsFault`.
+    #[cfg(feature = "admin")]
     pub drs_fault: Option<Vec<ClusterDrsFaults>>,
     /// `drsRecommendation`.
+    #[cfg(feature = "admin")]
     pub drs_recommendation: Option<Vec<ClusterDrsRecommendation>>,
     /// `hciConfig`.
+    #[cfg(feature = "admin")]
     pub hci_config: Option<ClusterComputeResourceHCIConfigInfo>,
     /// `migrationHistory`.
+    #[cfg(feature = "admin")]
     pub migration_history: Option<Vec<ClusterDrsMigration>>,
     /// `recommendation`.
+    #[cfg(feature = "admin")]
     pub recommendation: Option<Vec<ClusterRecommendation>>,
     /// `summaryEx`.
+    #[cfg(feature = "admin")]
     pub summary_ex: Option<ClusterComputeResourceSummary>,
 }
 impl x::ManagedObjectType for ClusterComputeResource {
     const TYPE_NAME: &'static str = "ClusterComputeResource";
+    const LEFT_OUT: &'static [(&'static str, &'static str)] = &[
+        #[cfg(not(feature = "admin"))]
+        ("configurationEx", "admin"),
+        #[cfg(not(feature = "admin"))]
+        ("actionHistory", "admin"),
+        #[cfg(not(feature = "admin"))]
+        ("configuration", "admin"),
+        #[cfg(not(feature = "admin"))]
+        ("drsFault", "admin"),
+        #[cfg(not(feature = "admin"))]
+        ("drsRecommendation", "admin"),
+        #[cfg(not(feature = "admin"))]
+        ("hciConfig", "admin"),
+        #[cfg(not(feature = "admin"))]
+        ("migrationHistory", "admin"),
+        #[cfg(not(feature = "admin"))]
+        ("recommendation", "admin"),
+        #[cfg(not(feature = "admin"))]
+        ("summaryEx", "admin"),
+    ];
     fn mo_ref(&self) -> &x::ManagedObjectReference {
         &self.mo_ref
     }
@@ -298,6 +327,7 @@ impl x::ManagedObjectType for ClusterComputeResource {
             "configManagerEnabled" => {
                 self.config_manager_enabled = x::from_property(value)?;
             }
+            #[cfg(feature = "admin")]
             "configurationEx" => self.configuration_ex = x::from_property(value)?,
             "datastore" => self.datastore = x::from_property(value)?,
             "environmentBrowser" => self.environment_browser = x::from_property(value)?,
@@ -307,13 +337,21 @@ impl x::ManagedObjectType for ClusterComputeResource {
             "networkBootMode" => self.network_boot_mode = x::from_property(value)?,
             "resourcePool" => self.resource_pool = x::from_property(value)?,
             "summary" => self.summary = x::from_property(value)?,
+            #[cfg(feature = "admin")]
             "actionHistory" => self.action_history = x::from_property(value)?,
+            #[cfg(feature = "admin")]
             "configuration" => self.configuration = x::from_property(value)?,
+            #[cfg(feature = "admin")]
             "drsFault" => self.drs_fault = x::from_property(value)?,
+            #[cfg(feature = "admin")]
             "drsRecommendation" => self.drs_recommendation = x::from_property(value)?,
+            #[cfg(feature = "admin")]
             "hciConfig" => self.hci_config = x::from_property(value)?,
+            #[cfg(feature = "admin")]
             "migrationHistory" => self.migration_history = x::from_property(value)?,
+            #[cfg(feature = "admin")]
             "recommendation" => self.recommendation = x::from_property(value)?,
+            #[cfg(feature = "admin")]
             "summaryEx" => self.summary_ex = x::from_property(value)?,
             _ => return Ok(false),
         }
@@ -533,6 +571,7 @@ pub struct ComputeResource {
     /// Since vSphere API 8.0.0.0.
     pub config_manager_enabled: Option<bool>,
     /// `configurationEx`.
+    #[cfg(feature = "admin")]
     pub configuration_ex: Option<AnyComputeResourceConfigInfo>,
     /// `datastore`: a `Datastore`.
     pub datastore: Option<Vec<x::ManagedObjectReference>>,
@@ -555,6 +594,10 @@ pub struct ComputeResource {
 }
 impl x::ManagedObjectType for ComputeResource {
     const TYPE_NAME: &'static str = "ComputeResource";
+    const LEFT_OUT: &'static [(&'static str, &'static str)] = &[
+        #[cfg(not(feature = "admin"))]
+        ("configurationEx", "admin"),
+    ];
     fn mo_ref(&self) -> &x::ManagedObjectReference {
         &self.mo_ref
     }
@@ -587,6 +630,7 @@ impl x::ManagedObjectType for ComputeResource {
             "configManagerEnabled" => {
                 self.config_manager_enabled = x::from_property(value)?;
             }
+            #[cfg(feature = "admin")]
             "configurationEx" => self.configuration_ex = x::from_property(value)?,
             "datastore" => self.datastore = x::from_property(value)?,
             "environmentBrowser" => self.environment_browser = x::from_property(value)?,
@@ -1019,151 +1063,6 @@ impl x::ManagedObjectType for Datacenter {
     }
 }
 impl crate::property::ManagedObject for Datacenter {
-    fn set_mo_ref(&mut self, mo_ref: x::ManagedObjectReference) {
-        self.mo_ref = mo_ref;
-    }
-    fn retrieved(&self) -> &x::RetrievedPaths {
-        &self.retrieved
-    }
-    fn retrieved_mut(&mut self) -> &mut x::RetrievedPaths {
-        &mut self.retrieved
-    }
-}
-/// Managed object `Datastore` (extends `ManagedEntity`).
-///
-/// Every property is `None` until retrieved.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Datastore {
-    /// The managed object the properties were retrieved from.
-    pub mo_ref: x::ManagedObjectReference,
-    /// The property paths the server sent values for (`RetrievedPaths::contains`).
-    pub retrieved: x::RetrievedPaths,
-    /// `availableField`, from `ExtensibleManagedObject`.
-    pub available_field: Option<Vec<CustomFieldDef>>,
-    /// `value`, from `ExtensibleManagedObject`.
-    pub value: Option<Vec<AnyCustomFieldValue>>,
-    /// `alarmActionsEnabled`, from `ManagedEntity`.
-    pub alarm_actions_enabled: Option<bool>,
-    /// `configIssue`, from `ManagedEntity`.
-    pub config_issue: Option<Vec<AnyEvent>>,
-    /// `configStatus`, from `ManagedEntity`.
-    pub config_status: Option<ManagedEntityStatus>,
-    /// `customValue`, from `ManagedEntity`.
-    pub custom_value: Option<Vec<AnyCustomFieldValue>>,
-    /// `declaredAlarmState`, from `ManagedEntity`.
-    pub declared_alarm_state: Option<Vec<AlarmState>>,
-    /// `disabledMethod`, from `ManagedEntity`.
-    pub disabled_method: Option<Vec<String>>,
-    /// `effectiveRole`, from `ManagedEntity`.
-    pub effective_role: Option<Vec<i32>>,
-    /// `name`, from `ManagedEntity`.
-    pub name: Option<String>,
-    /// `overallStatus`, from `ManagedEntity`.
-    pub overall_status: Option<ManagedEntityStatus>,
-    /// `parent`, from `ManagedEntity`: a `ManagedEntity`.
-    pub parent: Option<x::ManagedObjectReference>,
-    /// `permission`, from `ManagedEntity`.
-    pub permission: Option<Vec<Permission>>,
-    /// `recentTask`, from `ManagedEntity`: a `Task`.
-    pub recent_task: Option<Vec<x::ManagedObjectReference>>,
-    /// `tag`, from `ManagedEntity`.
-    pub tag: Option<Vec<Tag>>,
-    /// `triggeredAlarmState`, from `ManagedEntity`.
-    pub triggered_alarm_state: Option<Vec<AlarmState>>,
-    /// `browser`: a `HostDatastoreBrowser`.
-    pub browser: Option<x::ManagedObjectReference>,
-    /// `capability`.
-    pub capability: Option<DatastoreCapability>,
-    /// `host`.
-    pub host: Option<Vec<DatastoreHostMount>>,
-    /// `info`.
-    pub info: Option<AnyDatastoreInfo>,
-    /// `iormConfiguration`.
-    pub iorm_configuration: Option<StorageIORMInfo>,
-    /// `summary`.
-    pub summary: Option<DatastoreSummary>,
-    /// `vm`: a `VirtualMachine`.
-    pub vm: Option<Vec<x::ManagedObjectReference>>,
-}
-impl x::ManagedObjectType for Datastore {
-    const TYPE_NAME: &'static str = "Datastore";
-    fn mo_ref(&self) -> &x::ManagedObjectReference {
-        &self.mo_ref
-    }
-    fn set_property(
-        &mut self,
-        name: &str,
-        value: x::Value,
-    ) -> Result<bool, x::ValueTypeError> {
-        match name {
-            "availableField" => self.available_field = x::from_property(value)?,
-            "value" => self.value = x::from_property(value)?,
-            "alarmActionsEnabled" => {
-                self.alarm_actions_enabled = x::from_property(value)?;
-            }
-            "configIssue" => self.config_issue = x::from_property(value)?,
-            "configStatus" => self.config_status = x::from_property(value)?,
-            "customValue" => self.custom_value = x::from_property(value)?,
-            "declaredAlarmState" => self.declared_alarm_state = x::from_property(value)?,
-            "disabledMethod" => self.disabled_method = x::from_property(value)?,
-            "effectiveRole" => self.effective_role = x::from_property(value)?,
-            "name" => self.name = x::from_property(value)?,
-            "overallStatus" => self.overall_status = x::from_property(value)?,
-            "parent" => self.parent = x::from_property(value)?,
-            "permission" => self.permission = x::from_property(value)?,
-            "recentTask" => self.recent_task = x::from_property(value)?,
-            "tag" => self.tag = x::from_property(value)?,
-            "triggeredAlarmState" => {
-                self.triggered_alarm_state = x::from_property(value)?;
-            }
-            "browser" => self.browser = x::from_property(value)?,
-            "capability" => self.capability = x::from_property(value)?,
-            "host" => self.host = x::from_property(value)?,
-            "info" => self.info = x::from_property(value)?,
-            "iormConfiguration" => self.iorm_configuration = x::from_property(value)?,
-            "summary" => self.summary = x::from_property(value)?,
-            "vm" => self.vm = x::from_property(value)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-}
-impl crate::property::ManagedObject for Datastore {
-    fn set_mo_ref(&mut self, mo_ref: x::ManagedObjectReference) {
-        self.mo_ref = mo_ref;
-    }
-    fn retrieved(&self) -> &x::RetrievedPaths {
-        &self.retrieved
-    }
-    fn retrieved_mut(&mut self) -> &mut x::RetrievedPaths {
-        &mut self.retrieved
-    }
-}
-/// Managed object `DatastoreNamespaceManager`.
-///
-/// Every property is `None` until retrieved.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct DatastoreNamespaceManager {
-    /// The managed object the properties were retrieved from.
-    pub mo_ref: x::ManagedObjectReference,
-    /// The property paths the server sent values for (`RetrievedPaths::contains`).
-    pub retrieved: x::RetrievedPaths,
-}
-impl x::ManagedObjectType for DatastoreNamespaceManager {
-    const TYPE_NAME: &'static str = "DatastoreNamespaceManager";
-    fn mo_ref(&self) -> &x::ManagedObjectReference {
-        &self.mo_ref
-    }
-    fn set_property(
-        &mut self,
-        name: &str,
-        value: x::Value,
-    ) -> Result<bool, x::ValueTypeError> {
-        let _ = (name, value);
-        Ok(false)
-    }
-}
-impl crate::property::ManagedObject for DatastoreNamespaceManager {
     fn set_mo_ref(&mut self, mo_ref: x::ManagedObjectReference) {
         self.mo_ref = mo_ref;
     }

@@ -533,26 +533,33 @@ for ClusterFailoverResourcesAdmissionControlPolicy {
         }
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterDasAdvancedRuntimeInfo` or one of its 1 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyClusterDasAdvancedRuntimeInfo::ClusterDasAdvancedRuntimeInfo`].
 #[non_exhaustive]
 pub enum AnyClusterDasAdvancedRuntimeInfo {
+    #[cfg(feature = "admin")]
     ClusterDasAdvancedRuntimeInfo(Box<ClusterDasAdvancedRuntimeInfo>),
+    #[cfg(feature = "admin")]
     ClusterDasFailoverLevelAdvancedRuntimeInfo(
         Box<ClusterDasFailoverLevelAdvancedRuntimeInfo>,
     ),
 }
+#[cfg(feature = "admin")]
 impl Default for AnyClusterDasAdvancedRuntimeInfo {
     fn default() -> Self {
         Self::ClusterDasAdvancedRuntimeInfo(Box::default())
     }
 }
+#[cfg(feature = "admin")]
 impl AnyClusterDasAdvancedRuntimeInfo {
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
         match self {
+            #[cfg(feature = "admin")]
             Self::ClusterDasAdvancedRuntimeInfo(_) => "ClusterDasAdvancedRuntimeInfo",
+            #[cfg(feature = "admin")]
             Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(_) => {
                 "ClusterDasFailoverLevelAdvancedRuntimeInfo"
             }
@@ -563,6 +570,7 @@ impl AnyClusterDasAdvancedRuntimeInfo {
         T::variant_ref(self)
     }
 }
+#[cfg(feature = "admin")]
 impl x::FromValue for AnyClusterDasAdvancedRuntimeInfo {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
         x::any_from_value(value, "ClusterDasAdvancedRuntimeInfo", Self::from_object)
@@ -570,43 +578,53 @@ impl x::FromValue for AnyClusterDasAdvancedRuntimeInfo {
 }
 // SAFETY: every variant is a Box of a generated type whose fields are all
 // Send + Sync (asserted for each variant type by the generated thread_safety test).
-unsafe impl Send for AnyClusterDasAdvancedRuntimeInfo {}
+#[cfg(feature = "admin")] unsafe impl Send for AnyClusterDasAdvancedRuntimeInfo {}
 // SAFETY: as above.
-unsafe impl Sync for AnyClusterDasAdvancedRuntimeInfo {}
+#[cfg(feature = "admin")] unsafe impl Sync for AnyClusterDasAdvancedRuntimeInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AnyClusterDasAdvancedRuntimeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            #[cfg(feature = "admin")]
             Self::ClusterDasAdvancedRuntimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(v) => {
                 std::fmt::Debug::fmt(&**v, f)
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AnyClusterDasAdvancedRuntimeInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_encoding(self, other)
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AnyClusterDasAdvancedRuntimeInfo {
     #[inline]
     fn clone(&self) -> Self {
         match self {
+            #[cfg(feature = "admin")]
             Self::ClusterDasAdvancedRuntimeInfo(v) => {
                 Self::ClusterDasAdvancedRuntimeInfo(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(v) => {
                 Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(Box::new((**v).clone()))
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for AnyClusterDasAdvancedRuntimeInfo {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
         match self {
+            #[cfg(feature = "admin")]
             Self::ClusterDasAdvancedRuntimeInfo(v) => {
                 x::Encode::encode_as(&**v, w, tag, None)
             }
+            #[cfg(feature = "admin")]
             Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -618,6 +636,7 @@ impl x::Encode for AnyClusterDasAdvancedRuntimeInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyClusterDasAdvancedRuntimeInfo {
     /// The value of an `anyType` slot as this enum, if it holds this
     /// type or one of its subtypes; else the object back.
@@ -626,44 +645,79 @@ impl AnyClusterDasAdvancedRuntimeInfo {
     ) -> Result<Self, Box<dyn x::DataObject>> {
         use crate::generated::registry as chunks;
         let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::c_1::Object::ClusterDasAdvancedRuntimeInfo(v)) => {
                 return Ok(Self::ClusterDasAdvancedRuntimeInfo(v));
             }
+            #[cfg(feature = "admin")]
             Ok(chunks::c_1::Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v)) => {
                 return Ok(Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         Err(object)
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for AnyClusterDasAdvancedRuntimeInfo {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        let mut ancestor: Option<&'static str> = None;
+        for _ in 0..64 {
+            let type_name = match ancestor {
+                Some(name) => Some(name),
+                None => r.xsi_type(),
+            };
+            return Ok(
+                match type_name {
+                    #[cfg(feature = "admin")]
+                    Some("ClusterDasFailoverLevelAdvancedRuntimeInfo") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some(name) => {
+                        match r.registry().base_of(name) {
+                            Some(base) => {
+                                ancestor = Some(base);
+                                continue;
+                            }
+                            None => {
+                                match x::Decode::decode_boxed(r) {
+                                    Ok(v) => Self::ClusterDasAdvancedRuntimeInfo(v),
+                                    Err(e) => return Err(e),
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterDasAdvancedRuntimeInfo(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                },
+            );
+        }
         Ok(
-            match r.xsi_type() {
-                Some("ClusterDasFailoverLevelAdvancedRuntimeInfo") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ClusterDasAdvancedRuntimeInfo(v),
-                        Err(e) => return Err(e),
-                    }
-                }
+            match x::Decode::decode_boxed(r) {
+                Ok(v) => Self::ClusterDasAdvancedRuntimeInfo(v),
+                Err(e) => return Err(e),
             },
         )
     }
 }
+#[cfg(feature = "admin")]
 impl<T: x::VariantOf<AnyClusterDasAdvancedRuntimeInfo>> From<T>
 for AnyClusterDasAdvancedRuntimeInfo {
     fn from(value: T) -> Self {
         value.into_variant()
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyClusterDasAdvancedRuntimeInfo> for ClusterDasAdvancedRuntimeInfo {
     #[inline]
     fn into_variant(self) -> AnyClusterDasAdvancedRuntimeInfo {
@@ -673,10 +727,13 @@ impl x::VariantOf<AnyClusterDasAdvancedRuntimeInfo> for ClusterDasAdvancedRuntim
     fn variant_ref(any: &AnyClusterDasAdvancedRuntimeInfo) -> Option<&Self> {
         match any {
             AnyClusterDasAdvancedRuntimeInfo::ClusterDasAdvancedRuntimeInfo(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyClusterDasAdvancedRuntimeInfo>
 for ClusterDasFailoverLevelAdvancedRuntimeInfo {
     #[inline]
@@ -691,6 +748,7 @@ for ClusterDasFailoverLevelAdvancedRuntimeInfo {
             AnyClusterDasAdvancedRuntimeInfo::ClusterDasFailoverLevelAdvancedRuntimeInfo(
                 v,
             ) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
@@ -836,24 +894,31 @@ impl x::VariantOf<AnyClusterDasData> for ClusterDasDataSummary {
         }
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterDasHostInfo` or one of its 1 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyClusterDasHostInfo::ClusterDasHostInfo`].
 #[non_exhaustive]
 pub enum AnyClusterDasHostInfo {
+    #[cfg(feature = "admin")]
     ClusterDasHostInfo(Box<ClusterDasHostInfo>),
+    #[cfg(feature = "admin")]
     ClusterDasAamHostInfo(Box<ClusterDasAamHostInfo>),
 }
+#[cfg(feature = "admin")]
 impl Default for AnyClusterDasHostInfo {
     fn default() -> Self {
         Self::ClusterDasHostInfo(Box::default())
     }
 }
+#[cfg(feature = "admin")]
 impl AnyClusterDasHostInfo {
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
         match self {
+            #[cfg(feature = "admin")]
             Self::ClusterDasHostInfo(_) => "ClusterDasHostInfo",
+            #[cfg(feature = "admin")]
             Self::ClusterDasAamHostInfo(_) => "ClusterDasAamHostInfo",
         }
     }
@@ -862,6 +927,7 @@ impl AnyClusterDasHostInfo {
         T::variant_ref(self)
     }
 }
+#[cfg(feature = "admin")]
 impl x::FromValue for AnyClusterDasHostInfo {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
         x::any_from_value(value, "ClusterDasHostInfo", Self::from_object)
@@ -869,45 +935,56 @@ impl x::FromValue for AnyClusterDasHostInfo {
 }
 // SAFETY: every variant is a Box of a generated type whose fields are all
 // Send + Sync (asserted for each variant type by the generated thread_safety test).
-unsafe impl Send for AnyClusterDasHostInfo {}
+#[cfg(feature = "admin")] unsafe impl Send for AnyClusterDasHostInfo {}
 // SAFETY: as above.
-unsafe impl Sync for AnyClusterDasHostInfo {}
+#[cfg(feature = "admin")] unsafe impl Sync for AnyClusterDasHostInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AnyClusterDasHostInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            #[cfg(feature = "admin")]
             Self::ClusterDasHostInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::ClusterDasAamHostInfo(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AnyClusterDasHostInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_encoding(self, other)
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AnyClusterDasHostInfo {
     #[inline]
     fn clone(&self) -> Self {
         match self {
+            #[cfg(feature = "admin")]
             Self::ClusterDasHostInfo(v) => {
                 Self::ClusterDasHostInfo(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::ClusterDasAamHostInfo(v) => {
                 Self::ClusterDasAamHostInfo(Box::new((**v).clone()))
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for AnyClusterDasHostInfo {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
         match self {
+            #[cfg(feature = "admin")]
             Self::ClusterDasHostInfo(v) => x::Encode::encode_as(&**v, w, tag, None),
+            #[cfg(feature = "admin")]
             Self::ClusterDasAamHostInfo(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("ClusterDasAamHostInfo"))
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyClusterDasHostInfo {
     /// The value of an `anyType` slot as this enum, if it holds this
     /// type or one of its subtypes; else the object back.
@@ -916,43 +993,78 @@ impl AnyClusterDasHostInfo {
     ) -> Result<Self, Box<dyn x::DataObject>> {
         use crate::generated::registry as chunks;
         let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::c_1::Object::ClusterDasHostInfo(v)) => {
                 return Ok(Self::ClusterDasHostInfo(v));
             }
+            #[cfg(feature = "admin")]
             Ok(chunks::c_1::Object::ClusterDasAamHostInfo(v)) => {
                 return Ok(Self::ClusterDasAamHostInfo(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         Err(object)
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for AnyClusterDasHostInfo {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        let mut ancestor: Option<&'static str> = None;
+        for _ in 0..64 {
+            let type_name = match ancestor {
+                Some(name) => Some(name),
+                None => r.xsi_type(),
+            };
+            return Ok(
+                match type_name {
+                    #[cfg(feature = "admin")]
+                    Some("ClusterDasAamHostInfo") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterDasAamHostInfo(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some(name) => {
+                        match r.registry().base_of(name) {
+                            Some(base) => {
+                                ancestor = Some(base);
+                                continue;
+                            }
+                            None => {
+                                match x::Decode::decode_boxed(r) {
+                                    Ok(v) => Self::ClusterDasHostInfo(v),
+                                    Err(e) => return Err(e),
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterDasHostInfo(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                },
+            );
+        }
         Ok(
-            match r.xsi_type() {
-                Some("ClusterDasAamHostInfo") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ClusterDasAamHostInfo(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ClusterDasHostInfo(v),
-                        Err(e) => return Err(e),
-                    }
-                }
+            match x::Decode::decode_boxed(r) {
+                Ok(v) => Self::ClusterDasHostInfo(v),
+                Err(e) => return Err(e),
             },
         )
     }
 }
+#[cfg(feature = "admin")]
 impl<T: x::VariantOf<AnyClusterDasHostInfo>> From<T> for AnyClusterDasHostInfo {
     fn from(value: T) -> Self {
         value.into_variant()
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyClusterDasHostInfo> for ClusterDasHostInfo {
     #[inline]
     fn into_variant(self) -> AnyClusterDasHostInfo {
@@ -962,10 +1074,13 @@ impl x::VariantOf<AnyClusterDasHostInfo> for ClusterDasHostInfo {
     fn variant_ref(any: &AnyClusterDasHostInfo) -> Option<&Self> {
         match any {
             AnyClusterDasHostInfo::ClusterDasHostInfo(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyClusterDasHostInfo> for ClusterDasAamHostInfo {
     #[inline]
     fn into_variant(self) -> AnyClusterDasHostInfo {
@@ -975,172 +1090,7 @@ impl x::VariantOf<AnyClusterDasHostInfo> for ClusterDasAamHostInfo {
     fn variant_ref(any: &AnyClusterDasHostInfo) -> Option<&Self> {
         match any {
             AnyClusterDasHostInfo::ClusterDasAamHostInfo(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-/// `ClusterDrsFaultsFaultsByVm` or one of its 1 subtypes, chosen by `xsi:type` when decoding.
-///
-/// An `xsi:type` this version does not know decodes as [`AnyClusterDrsFaultsFaultsByVm::ClusterDrsFaultsFaultsByVm`].
-#[non_exhaustive]
-pub enum AnyClusterDrsFaultsFaultsByVm {
-    ClusterDrsFaultsFaultsByVm(Box<ClusterDrsFaultsFaultsByVm>),
-    ClusterDrsFaultsFaultsByVirtualDisk(Box<ClusterDrsFaultsFaultsByVirtualDisk>),
-}
-impl Default for AnyClusterDrsFaultsFaultsByVm {
-    fn default() -> Self {
-        Self::ClusterDrsFaultsFaultsByVm(Box::default())
-    }
-}
-impl AnyClusterDrsFaultsFaultsByVm {
-    /// The XML type name of the value held.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            Self::ClusterDrsFaultsFaultsByVm(_) => "ClusterDrsFaultsFaultsByVm",
-            Self::ClusterDrsFaultsFaultsByVirtualDisk(_) => {
-                "ClusterDrsFaultsFaultsByVirtualDisk"
-            }
-        }
-    }
-    /// The value held as `T`, if it is exactly a `T`.
-    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
-        T::variant_ref(self)
-    }
-}
-impl x::FromValue for AnyClusterDrsFaultsFaultsByVm {
-    fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "ClusterDrsFaultsFaultsByVm", Self::from_object)
-    }
-}
-impl x::ArrayItem for AnyClusterDrsFaultsFaultsByVm {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDrsFaultsFaultsByVm";
-    const ITEM_TAG: &'static str = "ClusterDrsFaultsFaultsByVm";
-}
-// SAFETY: every variant is a Box of a generated type whose fields are all
-// Send + Sync (asserted for each variant type by the generated thread_safety test).
-unsafe impl Send for AnyClusterDrsFaultsFaultsByVm {}
-// SAFETY: as above.
-unsafe impl Sync for AnyClusterDrsFaultsFaultsByVm {}
-impl std::fmt::Debug for AnyClusterDrsFaultsFaultsByVm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::ClusterDrsFaultsFaultsByVm(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::ClusterDrsFaultsFaultsByVirtualDisk(v) => std::fmt::Debug::fmt(&**v, f),
-        }
-    }
-}
-impl PartialEq for AnyClusterDrsFaultsFaultsByVm {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_encoding(self, other)
-    }
-}
-impl Clone for AnyClusterDrsFaultsFaultsByVm {
-    #[inline]
-    fn clone(&self) -> Self {
-        match self {
-            Self::ClusterDrsFaultsFaultsByVm(v) => {
-                Self::ClusterDrsFaultsFaultsByVm(Box::new((**v).clone()))
-            }
-            Self::ClusterDrsFaultsFaultsByVirtualDisk(v) => {
-                Self::ClusterDrsFaultsFaultsByVirtualDisk(Box::new((**v).clone()))
-            }
-        }
-    }
-}
-impl x::Encode for AnyClusterDrsFaultsFaultsByVm {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        match self {
-            Self::ClusterDrsFaultsFaultsByVm(v) => {
-                x::Encode::encode_as(&**v, w, tag, None)
-            }
-            Self::ClusterDrsFaultsFaultsByVirtualDisk(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("ClusterDrsFaultsFaultsByVirtualDisk"),
-                )
-            }
-        }
-    }
-}
-impl AnyClusterDrsFaultsFaultsByVm {
-    /// The value of an `anyType` slot as this enum, if it holds this
-    /// type or one of its subtypes; else the object back.
-    pub fn from_object(
-        object: Box<dyn x::DataObject>,
-    ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
-            Ok(chunks::c_1::Object::ClusterDrsFaultsFaultsByVirtualDisk(v)) => {
-                return Ok(Self::ClusterDrsFaultsFaultsByVirtualDisk(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
-            Ok(chunks::c_2::Object::ClusterDrsFaultsFaultsByVm(v)) => {
-                return Ok(Self::ClusterDrsFaultsFaultsByVm(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
-    }
-}
-impl x::Decode for AnyClusterDrsFaultsFaultsByVm {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(
-            match r.xsi_type() {
-                Some("ClusterDrsFaultsFaultsByVirtualDisk") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ClusterDrsFaultsFaultsByVirtualDisk(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::ClusterDrsFaultsFaultsByVm(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-            },
-        )
-    }
-}
-impl<T: x::VariantOf<AnyClusterDrsFaultsFaultsByVm>> From<T>
-for AnyClusterDrsFaultsFaultsByVm {
-    fn from(value: T) -> Self {
-        value.into_variant()
-    }
-}
-impl x::VariantOf<AnyClusterDrsFaultsFaultsByVm> for ClusterDrsFaultsFaultsByVm {
-    #[inline]
-    fn into_variant(self) -> AnyClusterDrsFaultsFaultsByVm {
-        AnyClusterDrsFaultsFaultsByVm::ClusterDrsFaultsFaultsByVm(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyClusterDrsFaultsFaultsByVm) -> Option<&Self> {
-        match any {
-            AnyClusterDrsFaultsFaultsByVm::ClusterDrsFaultsFaultsByVm(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyClusterDrsFaultsFaultsByVm>
-for ClusterDrsFaultsFaultsByVirtualDisk {
-    #[inline]
-    fn into_variant(self) -> AnyClusterDrsFaultsFaultsByVm {
-        AnyClusterDrsFaultsFaultsByVm::ClusterDrsFaultsFaultsByVirtualDisk(
-            Box::new(self),
-        )
-    }
-    #[inline]
-    fn variant_ref(any: &AnyClusterDrsFaultsFaultsByVm) -> Option<&Self> {
-        match any {
-            AnyClusterDrsFaultsFaultsByVm::ClusterDrsFaultsFaultsByVirtualDisk(v) => {
-                Some(v)
-            }
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }

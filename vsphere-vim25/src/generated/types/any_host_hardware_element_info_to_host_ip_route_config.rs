@@ -391,40 +391,63 @@ impl x::VariantOf<AnyHostHbaCreateSpec> for HostTcpHbaCreateSpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 /// `HostHostBusAdapter` or one of its 9 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyHostHostBusAdapter::HostHostBusAdapter`].
 #[non_exhaustive]
 pub enum AnyHostHostBusAdapter {
+    #[cfg(feature = "admin")]
     HostHostBusAdapter(Box<HostHostBusAdapter>),
+    #[cfg(feature = "admin")]
     HostBlockHba(Box<HostBlockHba>),
+    #[cfg(feature = "admin")]
     HostFibreChannelHba(Box<HostFibreChannelHba>),
+    #[cfg(feature = "admin")]
     HostFibreChannelOverEthernetHba(Box<HostFibreChannelOverEthernetHba>),
+    #[cfg(feature = "admin")]
     HostInternetScsiHba(Box<HostInternetScsiHba>),
+    #[cfg(feature = "admin")]
     HostParallelScsiHba(Box<HostParallelScsiHba>),
+    #[cfg(feature = "admin")]
     HostPcieHba(Box<HostPcieHba>),
+    #[cfg(feature = "admin")]
     HostRdmaHba(Box<HostRdmaHba>),
+    #[cfg(feature = "admin")]
     HostSerialAttachedHba(Box<HostSerialAttachedHba>),
+    #[cfg(feature = "admin")]
     HostTcpHba(Box<HostTcpHba>),
 }
+#[cfg(feature = "admin")]
 impl Default for AnyHostHostBusAdapter {
     fn default() -> Self {
         Self::HostHostBusAdapter(Box::default())
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostHostBusAdapter {
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostHostBusAdapter(_) => "HostHostBusAdapter",
+            #[cfg(feature = "admin")]
             Self::HostBlockHba(_) => "HostBlockHba",
+            #[cfg(feature = "admin")]
             Self::HostFibreChannelHba(_) => "HostFibreChannelHba",
+            #[cfg(feature = "admin")]
             Self::HostFibreChannelOverEthernetHba(_) => "HostFibreChannelOverEthernetHba",
+            #[cfg(feature = "admin")]
             Self::HostInternetScsiHba(_) => "HostInternetScsiHba",
+            #[cfg(feature = "admin")]
             Self::HostParallelScsiHba(_) => "HostParallelScsiHba",
+            #[cfg(feature = "admin")]
             Self::HostPcieHba(_) => "HostPcieHba",
+            #[cfg(feature = "admin")]
             Self::HostRdmaHba(_) => "HostRdmaHba",
+            #[cfg(feature = "admin")]
             Self::HostSerialAttachedHba(_) => "HostSerialAttachedHba",
+            #[cfg(feature = "admin")]
             Self::HostTcpHba(_) => "HostTcpHba",
         }
     }
@@ -433,80 +456,110 @@ impl AnyHostHostBusAdapter {
         T::variant_ref(self)
     }
 }
+#[cfg(feature = "admin")]
 impl x::FromValue for AnyHostHostBusAdapter {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
         x::any_from_value(value, "HostHostBusAdapter", Self::from_object)
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for AnyHostHostBusAdapter {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostHostBusAdapter";
     const ITEM_TAG: &'static str = "HostHostBusAdapter";
 }
 // SAFETY: every variant is a Box of a generated type whose fields are all
 // Send + Sync (asserted for each variant type by the generated thread_safety test).
-unsafe impl Send for AnyHostHostBusAdapter {}
+#[cfg(feature = "admin")] unsafe impl Send for AnyHostHostBusAdapter {}
 // SAFETY: as above.
-unsafe impl Sync for AnyHostHostBusAdapter {}
+#[cfg(feature = "admin")] unsafe impl Sync for AnyHostHostBusAdapter {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AnyHostHostBusAdapter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostHostBusAdapter(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::HostBlockHba(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::HostFibreChannelHba(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::HostFibreChannelOverEthernetHba(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::HostInternetScsiHba(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::HostParallelScsiHba(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::HostPcieHba(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::HostRdmaHba(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::HostSerialAttachedHba(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::HostTcpHba(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AnyHostHostBusAdapter {
     fn eq(&self, other: &Self) -> bool {
         x::same_encoding(self, other)
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AnyHostHostBusAdapter {
     #[inline]
     fn clone(&self) -> Self {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostHostBusAdapter(v) => {
                 Self::HostHostBusAdapter(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::HostBlockHba(v) => Self::HostBlockHba(Box::new((**v).clone())),
+            #[cfg(feature = "admin")]
             Self::HostFibreChannelHba(v) => {
                 Self::HostFibreChannelHba(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::HostFibreChannelOverEthernetHba(v) => {
                 Self::HostFibreChannelOverEthernetHba(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::HostInternetScsiHba(v) => {
                 Self::HostInternetScsiHba(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::HostParallelScsiHba(v) => {
                 Self::HostParallelScsiHba(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::HostPcieHba(v) => Self::HostPcieHba(Box::new((**v).clone())),
+            #[cfg(feature = "admin")]
             Self::HostRdmaHba(v) => Self::HostRdmaHba(Box::new((**v).clone())),
+            #[cfg(feature = "admin")]
             Self::HostSerialAttachedHba(v) => {
                 Self::HostSerialAttachedHba(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::HostTcpHba(v) => Self::HostTcpHba(Box::new((**v).clone())),
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for AnyHostHostBusAdapter {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostHostBusAdapter(v) => x::Encode::encode_as(&**v, w, tag, None),
+            #[cfg(feature = "admin")]
             Self::HostBlockHba(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostBlockHba"))
             }
+            #[cfg(feature = "admin")]
             Self::HostFibreChannelHba(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostFibreChannelHba"))
             }
+            #[cfg(feature = "admin")]
             Self::HostFibreChannelOverEthernetHba(v) => {
                 x::Encode::encode_as(
                     &**v,
@@ -515,25 +568,32 @@ impl x::Encode for AnyHostHostBusAdapter {
                     Some("HostFibreChannelOverEthernetHba"),
                 )
             }
+            #[cfg(feature = "admin")]
             Self::HostInternetScsiHba(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostInternetScsiHba"))
             }
+            #[cfg(feature = "admin")]
             Self::HostParallelScsiHba(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostParallelScsiHba"))
             }
+            #[cfg(feature = "admin")]
             Self::HostPcieHba(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostPcieHba"))
             }
+            #[cfg(feature = "admin")]
             Self::HostRdmaHba(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostRdmaHba"))
             }
+            #[cfg(feature = "admin")]
             Self::HostSerialAttachedHba(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostSerialAttachedHba"))
             }
+            #[cfg(feature = "admin")]
             Self::HostTcpHba(v) => x::Encode::encode_as(&**v, w, tag, Some("HostTcpHba")),
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostHostBusAdapter {
     /// The value of an `anyType` slot as this enum, if it holds this
     /// type or one of its subtypes; else the object back.
@@ -542,131 +602,188 @@ impl AnyHostHostBusAdapter {
     ) -> Result<Self, Box<dyn x::DataObject>> {
         use crate::generated::registry as chunks;
         let object = match x::take_chunk::<chunks::h_1::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::h_1::Object::HostBlockHba(v)) => return Ok(Self::HostBlockHba(v)),
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::h_3::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::h_3::Object::HostFibreChannelHba(v)) => {
                 return Ok(Self::HostFibreChannelHba(v));
             }
+            #[cfg(feature = "admin")]
             Ok(chunks::h_3::Object::HostFibreChannelOverEthernetHba(v)) => {
                 return Ok(Self::HostFibreChannelOverEthernetHba(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::h_4::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::h_4::Object::HostHostBusAdapter(v)) => {
                 return Ok(Self::HostHostBusAdapter(v));
             }
+            #[cfg(feature = "admin")]
             Ok(chunks::h_4::Object::HostInternetScsiHba(v)) => {
                 return Ok(Self::HostInternetScsiHba(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::h_6::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::h_6::Object::HostParallelScsiHba(v)) => {
                 return Ok(Self::HostParallelScsiHba(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::h_7::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::h_7::Object::HostPcieHba(v)) => return Ok(Self::HostPcieHba(v)),
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::h_8::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::h_8::Object::HostRdmaHba(v)) => return Ok(Self::HostRdmaHba(v)),
+            #[cfg(feature = "admin")]
             Ok(chunks::h_8::Object::HostSerialAttachedHba(v)) => {
                 return Ok(Self::HostSerialAttachedHba(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         let object = match x::take_chunk::<chunks::h_9::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::h_9::Object::HostTcpHba(v)) => return Ok(Self::HostTcpHba(v)),
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         Err(object)
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for AnyHostHostBusAdapter {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        let mut ancestor: Option<&'static str> = None;
+        for _ in 0..64 {
+            let type_name = match ancestor {
+                Some(name) => Some(name),
+                None => r.xsi_type(),
+            };
+            return Ok(
+                match type_name {
+                    #[cfg(feature = "admin")]
+                    Some("HostBlockHba") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostBlockHba(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "admin")]
+                    Some("HostFibreChannelHba") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostFibreChannelHba(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "admin")]
+                    Some("HostFibreChannelOverEthernetHba") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostFibreChannelOverEthernetHba(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "admin")]
+                    Some("HostInternetScsiHba") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostInternetScsiHba(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "admin")]
+                    Some("HostParallelScsiHba") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostParallelScsiHba(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "admin")]
+                    Some("HostPcieHba") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostPcieHba(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "admin")]
+                    Some("HostRdmaHba") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostRdmaHba(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "admin")]
+                    Some("HostSerialAttachedHba") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostSerialAttachedHba(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "admin")]
+                    Some("HostTcpHba") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostTcpHba(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some(name) => {
+                        match r.registry().base_of(name) {
+                            Some(base) => {
+                                ancestor = Some(base);
+                                continue;
+                            }
+                            None => {
+                                match x::Decode::decode_boxed(r) {
+                                    Ok(v) => Self::HostHostBusAdapter(v),
+                                    Err(e) => return Err(e),
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostHostBusAdapter(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                },
+            );
+        }
         Ok(
-            match r.xsi_type() {
-                Some("HostBlockHba") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostBlockHba(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostFibreChannelHba") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostFibreChannelHba(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostFibreChannelOverEthernetHba") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostFibreChannelOverEthernetHba(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostInternetScsiHba") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostInternetScsiHba(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostParallelScsiHba") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostParallelScsiHba(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostPcieHba") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostPcieHba(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostRdmaHba") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostRdmaHba(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostSerialAttachedHba") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostSerialAttachedHba(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("HostTcpHba") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostTcpHba(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostHostBusAdapter(v),
-                        Err(e) => return Err(e),
-                    }
-                }
+            match x::Decode::decode_boxed(r) {
+                Ok(v) => Self::HostHostBusAdapter(v),
+                Err(e) => return Err(e),
             },
         )
     }
 }
+#[cfg(feature = "admin")]
 impl<T: x::VariantOf<AnyHostHostBusAdapter>> From<T> for AnyHostHostBusAdapter {
     fn from(value: T) -> Self {
         value.into_variant()
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostHostBusAdapter> for HostHostBusAdapter {
     #[inline]
     fn into_variant(self) -> AnyHostHostBusAdapter {
@@ -676,10 +793,13 @@ impl x::VariantOf<AnyHostHostBusAdapter> for HostHostBusAdapter {
     fn variant_ref(any: &AnyHostHostBusAdapter) -> Option<&Self> {
         match any {
             AnyHostHostBusAdapter::HostHostBusAdapter(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostHostBusAdapter> for HostBlockHba {
     #[inline]
     fn into_variant(self) -> AnyHostHostBusAdapter {
@@ -689,10 +809,13 @@ impl x::VariantOf<AnyHostHostBusAdapter> for HostBlockHba {
     fn variant_ref(any: &AnyHostHostBusAdapter) -> Option<&Self> {
         match any {
             AnyHostHostBusAdapter::HostBlockHba(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostHostBusAdapter> for HostFibreChannelHba {
     #[inline]
     fn into_variant(self) -> AnyHostHostBusAdapter {
@@ -702,10 +825,13 @@ impl x::VariantOf<AnyHostHostBusAdapter> for HostFibreChannelHba {
     fn variant_ref(any: &AnyHostHostBusAdapter) -> Option<&Self> {
         match any {
             AnyHostHostBusAdapter::HostFibreChannelHba(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostHostBusAdapter> for HostFibreChannelOverEthernetHba {
     #[inline]
     fn into_variant(self) -> AnyHostHostBusAdapter {
@@ -715,10 +841,13 @@ impl x::VariantOf<AnyHostHostBusAdapter> for HostFibreChannelOverEthernetHba {
     fn variant_ref(any: &AnyHostHostBusAdapter) -> Option<&Self> {
         match any {
             AnyHostHostBusAdapter::HostFibreChannelOverEthernetHba(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostHostBusAdapter> for HostInternetScsiHba {
     #[inline]
     fn into_variant(self) -> AnyHostHostBusAdapter {
@@ -728,10 +857,13 @@ impl x::VariantOf<AnyHostHostBusAdapter> for HostInternetScsiHba {
     fn variant_ref(any: &AnyHostHostBusAdapter) -> Option<&Self> {
         match any {
             AnyHostHostBusAdapter::HostInternetScsiHba(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostHostBusAdapter> for HostParallelScsiHba {
     #[inline]
     fn into_variant(self) -> AnyHostHostBusAdapter {
@@ -741,10 +873,13 @@ impl x::VariantOf<AnyHostHostBusAdapter> for HostParallelScsiHba {
     fn variant_ref(any: &AnyHostHostBusAdapter) -> Option<&Self> {
         match any {
             AnyHostHostBusAdapter::HostParallelScsiHba(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostHostBusAdapter> for HostPcieHba {
     #[inline]
     fn into_variant(self) -> AnyHostHostBusAdapter {
@@ -754,10 +889,13 @@ impl x::VariantOf<AnyHostHostBusAdapter> for HostPcieHba {
     fn variant_ref(any: &AnyHostHostBusAdapter) -> Option<&Self> {
         match any {
             AnyHostHostBusAdapter::HostPcieHba(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostHostBusAdapter> for HostRdmaHba {
     #[inline]
     fn into_variant(self) -> AnyHostHostBusAdapter {
@@ -767,10 +905,13 @@ impl x::VariantOf<AnyHostHostBusAdapter> for HostRdmaHba {
     fn variant_ref(any: &AnyHostHostBusAdapter) -> Option<&Self> {
         match any {
             AnyHostHostBusAdapter::HostRdmaHba(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostHostBusAdapter> for HostSerialAttachedHba {
     #[inline]
     fn into_variant(self) -> AnyHostHostBusAdapter {
@@ -780,10 +921,13 @@ impl x::VariantOf<AnyHostHostBusAdapter> for HostSerialAttachedHba {
     fn variant_ref(any: &AnyHostHostBusAdapter) -> Option<&Self> {
         match any {
             AnyHostHostBusAdapter::HostSerialAttachedHba(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostHostBusAdapter> for HostTcpHba {
     #[inline]
     fn into_variant(self) -> AnyHostHostBusAdapter {
@@ -793,28 +937,36 @@ impl x::VariantOf<AnyHostHostBusAdapter> for HostTcpHba {
     fn variant_ref(any: &AnyHostHostBusAdapter) -> Option<&Self> {
         match any {
             AnyHostHostBusAdapter::HostTcpHba(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
 /// `HostIpRouteConfig` or one of its 1 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyHostIpRouteConfig::HostIpRouteConfig`].
 #[non_exhaustive]
 pub enum AnyHostIpRouteConfig {
+    #[cfg(feature = "admin")]
     HostIpRouteConfig(Box<HostIpRouteConfig>),
+    #[cfg(feature = "admin")]
     HostIpRouteConfigSpec(Box<HostIpRouteConfigSpec>),
 }
+#[cfg(feature = "admin")]
 impl Default for AnyHostIpRouteConfig {
     fn default() -> Self {
         Self::HostIpRouteConfig(Box::default())
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostIpRouteConfig {
     /// The XML type name of the value held.
     pub fn type_name(&self) -> &'static str {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostIpRouteConfig(_) => "HostIpRouteConfig",
+            #[cfg(feature = "admin")]
             Self::HostIpRouteConfigSpec(_) => "HostIpRouteConfigSpec",
         }
     }
@@ -823,6 +975,7 @@ impl AnyHostIpRouteConfig {
         T::variant_ref(self)
     }
 }
+#[cfg(feature = "admin")]
 impl x::FromValue for AnyHostIpRouteConfig {
     fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
         x::any_from_value(value, "HostIpRouteConfig", Self::from_object)
@@ -830,45 +983,56 @@ impl x::FromValue for AnyHostIpRouteConfig {
 }
 // SAFETY: every variant is a Box of a generated type whose fields are all
 // Send + Sync (asserted for each variant type by the generated thread_safety test).
-unsafe impl Send for AnyHostIpRouteConfig {}
+#[cfg(feature = "admin")] unsafe impl Send for AnyHostIpRouteConfig {}
 // SAFETY: as above.
-unsafe impl Sync for AnyHostIpRouteConfig {}
+#[cfg(feature = "admin")] unsafe impl Sync for AnyHostIpRouteConfig {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AnyHostIpRouteConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostIpRouteConfig(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")]
             Self::HostIpRouteConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AnyHostIpRouteConfig {
     fn eq(&self, other: &Self) -> bool {
         x::same_encoding(self, other)
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AnyHostIpRouteConfig {
     #[inline]
     fn clone(&self) -> Self {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostIpRouteConfig(v) => {
                 Self::HostIpRouteConfig(Box::new((**v).clone()))
             }
+            #[cfg(feature = "admin")]
             Self::HostIpRouteConfigSpec(v) => {
                 Self::HostIpRouteConfigSpec(Box::new((**v).clone()))
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Encode for AnyHostIpRouteConfig {
     fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostIpRouteConfig(v) => x::Encode::encode_as(&**v, w, tag, None),
+            #[cfg(feature = "admin")]
             Self::HostIpRouteConfigSpec(v) => {
                 x::Encode::encode_as(&**v, w, tag, Some("HostIpRouteConfigSpec"))
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostIpRouteConfig {
     /// The value of an `anyType` slot as this enum, if it holds this
     /// type or one of its subtypes; else the object back.
@@ -877,43 +1041,78 @@ impl AnyHostIpRouteConfig {
     ) -> Result<Self, Box<dyn x::DataObject>> {
         use crate::generated::registry as chunks;
         let object = match x::take_chunk::<chunks::h_4::Object>(object) {
+            #[cfg(feature = "admin")]
             Ok(chunks::h_4::Object::HostIpRouteConfig(v)) => {
                 return Ok(Self::HostIpRouteConfig(v));
             }
+            #[cfg(feature = "admin")]
             Ok(chunks::h_4::Object::HostIpRouteConfigSpec(v)) => {
                 return Ok(Self::HostIpRouteConfigSpec(v));
             }
+            #[allow(unreachable_patterns)]
             Ok(other) => return Err(x::box_object(other)),
             Err(object) => object,
         };
         Err(object)
     }
 }
+#[cfg(feature = "admin")]
 impl x::Decode for AnyHostIpRouteConfig {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        let mut ancestor: Option<&'static str> = None;
+        for _ in 0..64 {
+            let type_name = match ancestor {
+                Some(name) => Some(name),
+                None => r.xsi_type(),
+            };
+            return Ok(
+                match type_name {
+                    #[cfg(feature = "admin")]
+                    Some("HostIpRouteConfigSpec") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostIpRouteConfigSpec(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some(name) => {
+                        match r.registry().base_of(name) {
+                            Some(base) => {
+                                ancestor = Some(base);
+                                continue;
+                            }
+                            None => {
+                                match x::Decode::decode_boxed(r) {
+                                    Ok(v) => Self::HostIpRouteConfig(v),
+                                    Err(e) => return Err(e),
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostIpRouteConfig(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                },
+            );
+        }
         Ok(
-            match r.xsi_type() {
-                Some("HostIpRouteConfigSpec") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostIpRouteConfigSpec(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostIpRouteConfig(v),
-                        Err(e) => return Err(e),
-                    }
-                }
+            match x::Decode::decode_boxed(r) {
+                Ok(v) => Self::HostIpRouteConfig(v),
+                Err(e) => return Err(e),
             },
         )
     }
 }
+#[cfg(feature = "admin")]
 impl<T: x::VariantOf<AnyHostIpRouteConfig>> From<T> for AnyHostIpRouteConfig {
     fn from(value: T) -> Self {
         value.into_variant()
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostIpRouteConfig> for HostIpRouteConfig {
     #[inline]
     fn into_variant(self) -> AnyHostIpRouteConfig {
@@ -923,10 +1122,13 @@ impl x::VariantOf<AnyHostIpRouteConfig> for HostIpRouteConfig {
     fn variant_ref(any: &AnyHostIpRouteConfig) -> Option<&Self> {
         match any {
             AnyHostIpRouteConfig::HostIpRouteConfig(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
+#[cfg(feature = "admin")]
+#[cfg(feature = "admin")]
 impl x::VariantOf<AnyHostIpRouteConfig> for HostIpRouteConfigSpec {
     #[inline]
     fn into_variant(self) -> AnyHostIpRouteConfig {
@@ -936,276 +1138,7 @@ impl x::VariantOf<AnyHostIpRouteConfig> for HostIpRouteConfigSpec {
     fn variant_ref(any: &AnyHostIpRouteConfig) -> Option<&Self> {
         match any {
             AnyHostIpRouteConfig::HostIpRouteConfigSpec(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-/// `HostMemberHealthCheckResult` or one of its 4 subtypes, chosen by `xsi:type` when decoding.
-///
-/// An `xsi:type` this version does not know decodes as [`AnyHostMemberHealthCheckResult::HostMemberHealthCheckResult`].
-#[non_exhaustive]
-pub enum AnyHostMemberHealthCheckResult {
-    HostMemberHealthCheckResult(Box<HostMemberHealthCheckResult>),
-    HostMemberUplinkHealthCheckResult(Box<HostMemberUplinkHealthCheckResult>),
-    VMwareDVSMtuHealthCheckResult(Box<VMwareDVSMtuHealthCheckResult>),
-    VMwareDVSTeamingHealthCheckResult(Box<VMwareDVSTeamingHealthCheckResult>),
-    VMwareDVSVlanHealthCheckResult(Box<VMwareDVSVlanHealthCheckResult>),
-}
-impl Default for AnyHostMemberHealthCheckResult {
-    fn default() -> Self {
-        Self::HostMemberHealthCheckResult(Box::default())
-    }
-}
-impl AnyHostMemberHealthCheckResult {
-    /// The XML type name of the value held.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            Self::HostMemberHealthCheckResult(_) => "HostMemberHealthCheckResult",
-            Self::HostMemberUplinkHealthCheckResult(_) => {
-                "HostMemberUplinkHealthCheckResult"
-            }
-            Self::VMwareDVSMtuHealthCheckResult(_) => "VMwareDVSMtuHealthCheckResult",
-            Self::VMwareDVSTeamingHealthCheckResult(_) => {
-                "VMwareDVSTeamingHealthCheckResult"
-            }
-            Self::VMwareDVSVlanHealthCheckResult(_) => "VMwareDVSVlanHealthCheckResult",
-        }
-    }
-    /// The value held as `T`, if it is exactly a `T`.
-    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
-        T::variant_ref(self)
-    }
-}
-impl x::FromValue for AnyHostMemberHealthCheckResult {
-    fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "HostMemberHealthCheckResult", Self::from_object)
-    }
-}
-impl x::ArrayItem for AnyHostMemberHealthCheckResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemberHealthCheckResult";
-    const ITEM_TAG: &'static str = "HostMemberHealthCheckResult";
-}
-// SAFETY: every variant is a Box of a generated type whose fields are all
-// Send + Sync (asserted for each variant type by the generated thread_safety test).
-unsafe impl Send for AnyHostMemberHealthCheckResult {}
-// SAFETY: as above.
-unsafe impl Sync for AnyHostMemberHealthCheckResult {}
-impl std::fmt::Debug for AnyHostMemberHealthCheckResult {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::HostMemberHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::HostMemberUplinkHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VMwareDVSMtuHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VMwareDVSTeamingHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
-            Self::VMwareDVSVlanHealthCheckResult(v) => std::fmt::Debug::fmt(&**v, f),
-        }
-    }
-}
-impl PartialEq for AnyHostMemberHealthCheckResult {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_encoding(self, other)
-    }
-}
-impl Clone for AnyHostMemberHealthCheckResult {
-    #[inline]
-    fn clone(&self) -> Self {
-        match self {
-            Self::HostMemberHealthCheckResult(v) => {
-                Self::HostMemberHealthCheckResult(Box::new((**v).clone()))
-            }
-            Self::HostMemberUplinkHealthCheckResult(v) => {
-                Self::HostMemberUplinkHealthCheckResult(Box::new((**v).clone()))
-            }
-            Self::VMwareDVSMtuHealthCheckResult(v) => {
-                Self::VMwareDVSMtuHealthCheckResult(Box::new((**v).clone()))
-            }
-            Self::VMwareDVSTeamingHealthCheckResult(v) => {
-                Self::VMwareDVSTeamingHealthCheckResult(Box::new((**v).clone()))
-            }
-            Self::VMwareDVSVlanHealthCheckResult(v) => {
-                Self::VMwareDVSVlanHealthCheckResult(Box::new((**v).clone()))
-            }
-        }
-    }
-}
-impl x::Encode for AnyHostMemberHealthCheckResult {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        match self {
-            Self::HostMemberHealthCheckResult(v) => {
-                x::Encode::encode_as(&**v, w, tag, None)
-            }
-            Self::HostMemberUplinkHealthCheckResult(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostMemberUplinkHealthCheckResult"),
-                )
-            }
-            Self::VMwareDVSMtuHealthCheckResult(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMwareDVSMtuHealthCheckResult"))
-            }
-            Self::VMwareDVSTeamingHealthCheckResult(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VMwareDVSTeamingHealthCheckResult"),
-                )
-            }
-            Self::VMwareDVSVlanHealthCheckResult(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VMwareDVSVlanHealthCheckResult"),
-                )
-            }
-        }
-    }
-}
-impl AnyHostMemberHealthCheckResult {
-    /// The value of an `anyType` slot as this enum, if it holds this
-    /// type or one of its subtypes; else the object back.
-    pub fn from_object(
-        object: Box<dyn x::DataObject>,
-    ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::h_5::Object>(object) {
-            Ok(chunks::h_5::Object::HostMemberHealthCheckResult(v)) => {
-                return Ok(Self::HostMemberHealthCheckResult(v));
-            }
-            Ok(chunks::h_5::Object::HostMemberUplinkHealthCheckResult(v)) => {
-                return Ok(Self::HostMemberUplinkHealthCheckResult(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
-            Ok(chunks::v_1::Object::VMwareDVSMtuHealthCheckResult(v)) => {
-                return Ok(Self::VMwareDVSMtuHealthCheckResult(v));
-            }
-            Ok(chunks::v_1::Object::VMwareDVSTeamingHealthCheckResult(v)) => {
-                return Ok(Self::VMwareDVSTeamingHealthCheckResult(v));
-            }
-            Ok(chunks::v_1::Object::VMwareDVSVlanHealthCheckResult(v)) => {
-                return Ok(Self::VMwareDVSVlanHealthCheckResult(v));
-            }
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
-    }
-}
-impl x::Decode for AnyHostMemberHealthCheckResult {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(
-            match r.xsi_type() {
-                Some("HostMemberUplinkHealthCheckResult") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostMemberUplinkHealthCheckResult(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMwareDVSMtuHealthCheckResult") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VMwareDVSMtuHealthCheckResult(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMwareDVSTeamingHealthCheckResult") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VMwareDVSTeamingHealthCheckResult(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("VMwareDVSVlanHealthCheckResult") => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::VMwareDVSVlanHealthCheckResult(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match x::Decode::decode_boxed(r) {
-                        Ok(v) => Self::HostMemberHealthCheckResult(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-            },
-        )
-    }
-}
-impl<T: x::VariantOf<AnyHostMemberHealthCheckResult>> From<T>
-for AnyHostMemberHealthCheckResult {
-    fn from(value: T) -> Self {
-        value.into_variant()
-    }
-}
-impl x::VariantOf<AnyHostMemberHealthCheckResult> for HostMemberHealthCheckResult {
-    #[inline]
-    fn into_variant(self) -> AnyHostMemberHealthCheckResult {
-        AnyHostMemberHealthCheckResult::HostMemberHealthCheckResult(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyHostMemberHealthCheckResult) -> Option<&Self> {
-        match any {
-            AnyHostMemberHealthCheckResult::HostMemberHealthCheckResult(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyHostMemberHealthCheckResult> for HostMemberUplinkHealthCheckResult {
-    #[inline]
-    fn into_variant(self) -> AnyHostMemberHealthCheckResult {
-        AnyHostMemberHealthCheckResult::HostMemberUplinkHealthCheckResult(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyHostMemberHealthCheckResult) -> Option<&Self> {
-        match any {
-            AnyHostMemberHealthCheckResult::HostMemberUplinkHealthCheckResult(v) => {
-                Some(v)
-            }
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyHostMemberHealthCheckResult> for VMwareDVSMtuHealthCheckResult {
-    #[inline]
-    fn into_variant(self) -> AnyHostMemberHealthCheckResult {
-        AnyHostMemberHealthCheckResult::VMwareDVSMtuHealthCheckResult(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyHostMemberHealthCheckResult) -> Option<&Self> {
-        match any {
-            AnyHostMemberHealthCheckResult::VMwareDVSMtuHealthCheckResult(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyHostMemberHealthCheckResult> for VMwareDVSTeamingHealthCheckResult {
-    #[inline]
-    fn into_variant(self) -> AnyHostMemberHealthCheckResult {
-        AnyHostMemberHealthCheckResult::VMwareDVSTeamingHealthCheckResult(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyHostMemberHealthCheckResult) -> Option<&Self> {
-        match any {
-            AnyHostMemberHealthCheckResult::VMwareDVSTeamingHealthCheckResult(v) => {
-                Some(v)
-            }
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyHostMemberHealthCheckResult> for VMwareDVSVlanHealthCheckResult {
-    #[inline]
-    fn into_variant(self) -> AnyHostMemberHealthCheckResult {
-        AnyHostMemberHealthCheckResult::VMwareDVSVlanHealthCheckResult(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyHostMemberHealthCheckResult) -> Option<&Self> {
-        match any {
-            AnyHostMemberHealthCheckResult::VMwareDVSVlanHealthCheckResult(v) => Some(v),
+            #[allow(unreachable_patterns)]
             _ => None,
         }
     }

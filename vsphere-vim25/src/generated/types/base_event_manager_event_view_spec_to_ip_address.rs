@@ -202,6 +202,7 @@ impl AnyHostAccountSpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostAuthenticationStoreInfo {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<HostAuthenticationStoreInfo>()` is true for every variant).
@@ -212,11 +213,15 @@ impl AnyHostAuthenticationStoreInfo {
     #[inline]
     pub fn base(&self) -> &HostAuthenticationStoreInfo {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostAuthenticationStoreInfo(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostActiveDirectoryInfo(value) => {
                 &value.host_directory_store_info.host_authentication_store_info
             }
+            #[cfg(feature = "admin")]
             Self::HostDirectoryStoreInfo(value) => &value.host_authentication_store_info,
+            #[cfg(feature = "admin")]
             Self::HostLocalAuthenticationInfo(value) => {
                 &value.host_authentication_store_info
             }
@@ -226,13 +231,17 @@ impl AnyHostAuthenticationStoreInfo {
     #[inline]
     pub fn base_mut(&mut self) -> &mut HostAuthenticationStoreInfo {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostAuthenticationStoreInfo(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostActiveDirectoryInfo(value) => {
                 &mut value.host_directory_store_info.host_authentication_store_info
             }
+            #[cfg(feature = "admin")]
             Self::HostDirectoryStoreInfo(value) => {
                 &mut value.host_authentication_store_info
             }
+            #[cfg(feature = "admin")]
             Self::HostLocalAuthenticationInfo(value) => {
                 &mut value.host_authentication_store_info
             }
@@ -299,6 +308,7 @@ impl AnyHostDatastoreConnectInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostDnsConfig {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<HostDnsConfig>()` is true for every variant).
@@ -309,7 +319,9 @@ impl AnyHostDnsConfig {
     #[inline]
     pub fn base(&self) -> &HostDnsConfig {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostDnsConfig(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostDnsConfigSpec(value) => &value.host_dns_config,
         }
     }
@@ -317,7 +329,9 @@ impl AnyHostDnsConfig {
     #[inline]
     pub fn base_mut(&mut self) -> &mut HostDnsConfig {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostDnsConfig(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostDnsConfigSpec(value) => &mut value.host_dns_config,
         }
     }
@@ -333,9 +347,11 @@ impl AnyHostFileSystemVolume {
     pub fn base(&self) -> &HostFileSystemVolume {
         match self {
             Self::HostFileSystemVolume(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostLocalFileSystemVolume(value) => &value.host_file_system_volume,
             Self::HostNasVolume(value) => &value.host_file_system_volume,
             Self::HostPMemVolume(value) => &value.host_file_system_volume,
+            #[cfg(feature = "admin")]
             Self::HostVfatVolume(value) => &value.host_file_system_volume,
             Self::HostVffsVolume(value) => &value.host_file_system_volume,
             Self::HostVmfsVolume(value) => &value.host_file_system_volume,
@@ -347,9 +363,11 @@ impl AnyHostFileSystemVolume {
     pub fn base_mut(&mut self) -> &mut HostFileSystemVolume {
         match self {
             Self::HostFileSystemVolume(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostLocalFileSystemVolume(value) => &mut value.host_file_system_volume,
             Self::HostNasVolume(value) => &mut value.host_file_system_volume,
             Self::HostPMemVolume(value) => &mut value.host_file_system_volume,
+            #[cfg(feature = "admin")]
             Self::HostVfatVolume(value) => &mut value.host_file_system_volume,
             Self::HostVffsVolume(value) => &mut value.host_file_system_volume,
             Self::HostVmfsVolume(value) => &mut value.host_file_system_volume,
@@ -390,6 +408,7 @@ impl AnyHostHbaCreateSpec {
         REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostHostBusAdapter {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<HostHostBusAdapter>()` is true for every variant).
@@ -400,17 +419,27 @@ impl AnyHostHostBusAdapter {
     #[inline]
     pub fn base(&self) -> &HostHostBusAdapter {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostHostBusAdapter(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostBlockHba(value) => &value.host_host_bus_adapter,
+            #[cfg(feature = "admin")]
             Self::HostFibreChannelHba(value) => &value.host_host_bus_adapter,
+            #[cfg(feature = "admin")]
             Self::HostFibreChannelOverEthernetHba(value) => {
                 &value.host_fibre_channel_hba.host_host_bus_adapter
             }
+            #[cfg(feature = "admin")]
             Self::HostInternetScsiHba(value) => &value.host_host_bus_adapter,
+            #[cfg(feature = "admin")]
             Self::HostParallelScsiHba(value) => &value.host_host_bus_adapter,
+            #[cfg(feature = "admin")]
             Self::HostPcieHba(value) => &value.host_host_bus_adapter,
+            #[cfg(feature = "admin")]
             Self::HostRdmaHba(value) => &value.host_host_bus_adapter,
+            #[cfg(feature = "admin")]
             Self::HostSerialAttachedHba(value) => &value.host_host_bus_adapter,
+            #[cfg(feature = "admin")]
             Self::HostTcpHba(value) => &value.host_host_bus_adapter,
         }
     }
@@ -418,21 +447,32 @@ impl AnyHostHostBusAdapter {
     #[inline]
     pub fn base_mut(&mut self) -> &mut HostHostBusAdapter {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostHostBusAdapter(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostBlockHba(value) => &mut value.host_host_bus_adapter,
+            #[cfg(feature = "admin")]
             Self::HostFibreChannelHba(value) => &mut value.host_host_bus_adapter,
+            #[cfg(feature = "admin")]
             Self::HostFibreChannelOverEthernetHba(value) => {
                 &mut value.host_fibre_channel_hba.host_host_bus_adapter
             }
+            #[cfg(feature = "admin")]
             Self::HostInternetScsiHba(value) => &mut value.host_host_bus_adapter,
+            #[cfg(feature = "admin")]
             Self::HostParallelScsiHba(value) => &mut value.host_host_bus_adapter,
+            #[cfg(feature = "admin")]
             Self::HostPcieHba(value) => &mut value.host_host_bus_adapter,
+            #[cfg(feature = "admin")]
             Self::HostRdmaHba(value) => &mut value.host_host_bus_adapter,
+            #[cfg(feature = "admin")]
             Self::HostSerialAttachedHba(value) => &mut value.host_host_bus_adapter,
+            #[cfg(feature = "admin")]
             Self::HostTcpHba(value) => &mut value.host_host_bus_adapter,
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostIpRouteConfig {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<HostIpRouteConfig>()` is true for every variant).
@@ -443,7 +483,9 @@ impl AnyHostIpRouteConfig {
     #[inline]
     pub fn base(&self) -> &HostIpRouteConfig {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostIpRouteConfig(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostIpRouteConfigSpec(value) => &value.host_ip_route_config,
         }
     }
@@ -451,7 +493,9 @@ impl AnyHostIpRouteConfig {
     #[inline]
     pub fn base_mut(&mut self) -> &mut HostIpRouteConfig {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostIpRouteConfig(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostIpRouteConfigSpec(value) => &mut value.host_ip_route_config,
         }
     }
@@ -509,6 +553,7 @@ impl AnyHostMemberHealthCheckResult {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostMultipathInfoLogicalUnitPolicy {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<HostMultipathInfoLogicalUnitPolicy>()` is true for every variant).
@@ -519,10 +564,13 @@ impl AnyHostMultipathInfoLogicalUnitPolicy {
     #[inline]
     pub fn base(&self) -> &HostMultipathInfoLogicalUnitPolicy {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostMultipathInfoLogicalUnitPolicy(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostMultipathInfoFixedLogicalUnitPolicy(value) => {
                 &value.host_multipath_info_logical_unit_policy
             }
+            #[cfg(feature = "admin")]
             Self::HostMultipathInfoHppLogicalUnitPolicy(value) => {
                 &value.host_multipath_info_logical_unit_policy
             }
@@ -532,10 +580,13 @@ impl AnyHostMultipathInfoLogicalUnitPolicy {
     #[inline]
     pub fn base_mut(&mut self) -> &mut HostMultipathInfoLogicalUnitPolicy {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostMultipathInfoLogicalUnitPolicy(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostMultipathInfoFixedLogicalUnitPolicy(value) => {
                 &mut value.host_multipath_info_logical_unit_policy
             }
+            #[cfg(feature = "admin")]
             Self::HostMultipathInfoHppLogicalUnitPolicy(value) => {
                 &mut value.host_multipath_info_logical_unit_policy
             }
@@ -577,6 +628,7 @@ impl AnyHostPciPassthruConfig {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostPciPassthruInfo {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<HostPciPassthruInfo>()` is true for every variant).
@@ -587,7 +639,9 @@ impl AnyHostPciPassthruInfo {
     #[inline]
     pub fn base(&self) -> &HostPciPassthruInfo {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostPciPassthruInfo(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostSriovInfo(value) => &value.host_pci_passthru_info,
         }
     }
@@ -595,7 +649,9 @@ impl AnyHostPciPassthruInfo {
     #[inline]
     pub fn base_mut(&mut self) -> &mut HostPciPassthruInfo {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostPciPassthruInfo(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostSriovInfo(value) => &mut value.host_pci_passthru_info,
         }
     }
@@ -645,6 +701,7 @@ impl AnyHostProfilesEntityCustomizations {
         REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostRdmaDeviceBacking {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<HostRdmaDeviceBacking>()` is true for every variant).
@@ -652,6 +709,7 @@ impl AnyHostRdmaDeviceBacking {
         REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostSriovDevicePoolInfo {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<HostSriovDevicePoolInfo>()` is true for every variant).
@@ -662,7 +720,9 @@ impl AnyHostSriovDevicePoolInfo {
     #[inline]
     pub fn base(&self) -> &HostSriovDevicePoolInfo {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostSriovDevicePoolInfo(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostSriovNetworkDevicePoolInfo(value) => {
                 &value.host_sriov_device_pool_info
             }
@@ -672,13 +732,16 @@ impl AnyHostSriovDevicePoolInfo {
     #[inline]
     pub fn base_mut(&mut self) -> &mut HostSriovDevicePoolInfo {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostSriovDevicePoolInfo(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostSriovNetworkDevicePoolInfo(value) => {
                 &mut value.host_sriov_device_pool_info
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostSystemSwapConfigurationSystemSwapOption {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<HostSystemSwapConfigurationSystemSwapOption>()` is true for every variant).
@@ -689,16 +752,21 @@ impl AnyHostSystemSwapConfigurationSystemSwapOption {
     #[inline]
     pub fn base(&self) -> &HostSystemSwapConfigurationSystemSwapOption {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostSystemSwapConfigurationSystemSwapOption(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostSystemSwapConfigurationDatastoreOption(value) => {
                 &value.host_system_swap_configuration_system_swap_option
             }
+            #[cfg(feature = "admin")]
             Self::HostSystemSwapConfigurationDisabledOption(value) => {
                 &value.host_system_swap_configuration_system_swap_option
             }
+            #[cfg(feature = "admin")]
             Self::HostSystemSwapConfigurationHostCacheOption(value) => {
                 &value.host_system_swap_configuration_system_swap_option
             }
+            #[cfg(feature = "admin")]
             Self::HostSystemSwapConfigurationHostLocalSwapOption(value) => {
                 &value.host_system_swap_configuration_system_swap_option
             }
@@ -708,22 +776,28 @@ impl AnyHostSystemSwapConfigurationSystemSwapOption {
     #[inline]
     pub fn base_mut(&mut self) -> &mut HostSystemSwapConfigurationSystemSwapOption {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostSystemSwapConfigurationSystemSwapOption(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostSystemSwapConfigurationDatastoreOption(value) => {
                 &mut value.host_system_swap_configuration_system_swap_option
             }
+            #[cfg(feature = "admin")]
             Self::HostSystemSwapConfigurationDisabledOption(value) => {
                 &mut value.host_system_swap_configuration_system_swap_option
             }
+            #[cfg(feature = "admin")]
             Self::HostSystemSwapConfigurationHostCacheOption(value) => {
                 &mut value.host_system_swap_configuration_system_swap_option
             }
+            #[cfg(feature = "admin")]
             Self::HostSystemSwapConfigurationHostLocalSwapOption(value) => {
                 &mut value.host_system_swap_configuration_system_swap_option
             }
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostTargetTransport {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<HostTargetTransport>()` is true for every variant).
@@ -731,6 +805,7 @@ impl AnyHostTargetTransport {
         REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostTpmEventDetails {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<HostTpmEventDetails>()` is true for every variant).
@@ -741,25 +816,35 @@ impl AnyHostTpmEventDetails {
     #[inline]
     pub fn base(&self) -> &HostTpmEventDetails {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostTpmEventDetails(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostTpmBootCompleteEventDetails(value) => &value.host_tpm_event_details,
+            #[cfg(feature = "admin")]
             Self::HostTpmBootSecurityOptionEventDetails(value) => {
                 &value.host_tpm_event_details
             }
+            #[cfg(feature = "admin")]
             Self::HostTpmCommandEventDetails(value) => &value.host_tpm_event_details,
+            #[cfg(feature = "admin")]
             Self::HostTpmNvTagEventDetails(value) => {
                 &value.host_tpm_boot_security_option_event_details.host_tpm_event_details
             }
+            #[cfg(feature = "admin")]
             Self::HostTpmOptionEventDetails(value) => &value.host_tpm_event_details,
+            #[cfg(feature = "admin")]
             Self::HostTpmSignerEventDetails(value) => {
                 &value.host_tpm_boot_security_option_event_details.host_tpm_event_details
             }
+            #[cfg(feature = "admin")]
             Self::HostTpmSoftwareComponentEventDetails(value) => {
                 &value.host_tpm_event_details
             }
+            #[cfg(feature = "admin")]
             Self::HostTpmSystemVersionEventDetails(value) => {
                 &value.host_tpm_event_details
             }
+            #[cfg(feature = "admin")]
             Self::HostTpmVersionEventDetails(value) => &value.host_tpm_event_details,
         }
     }
@@ -767,35 +852,46 @@ impl AnyHostTpmEventDetails {
     #[inline]
     pub fn base_mut(&mut self) -> &mut HostTpmEventDetails {
         match self {
+            #[cfg(feature = "admin")]
             Self::HostTpmEventDetails(value) => value,
+            #[cfg(feature = "admin")]
             Self::HostTpmBootCompleteEventDetails(value) => {
                 &mut value.host_tpm_event_details
             }
+            #[cfg(feature = "admin")]
             Self::HostTpmBootSecurityOptionEventDetails(value) => {
                 &mut value.host_tpm_event_details
             }
+            #[cfg(feature = "admin")]
             Self::HostTpmCommandEventDetails(value) => &mut value.host_tpm_event_details,
+            #[cfg(feature = "admin")]
             Self::HostTpmNvTagEventDetails(value) => {
                 &mut value
                     .host_tpm_boot_security_option_event_details
                     .host_tpm_event_details
             }
+            #[cfg(feature = "admin")]
             Self::HostTpmOptionEventDetails(value) => &mut value.host_tpm_event_details,
+            #[cfg(feature = "admin")]
             Self::HostTpmSignerEventDetails(value) => {
                 &mut value
                     .host_tpm_boot_security_option_event_details
                     .host_tpm_event_details
             }
+            #[cfg(feature = "admin")]
             Self::HostTpmSoftwareComponentEventDetails(value) => {
                 &mut value.host_tpm_event_details
             }
+            #[cfg(feature = "admin")]
             Self::HostTpmSystemVersionEventDetails(value) => {
                 &mut value.host_tpm_event_details
             }
+            #[cfg(feature = "admin")]
             Self::HostTpmVersionEventDetails(value) => &mut value.host_tpm_event_details,
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyHostVirtualSwitchBridge {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<HostVirtualSwitchBridge>()` is true for every variant).
@@ -858,54 +954,6 @@ impl AnyIpAddress {
             Self::IpAddress(value) => value,
             Self::IpRange(value) => &mut value.ip_address,
             Self::SingleIp(value) => &mut value.ip_address,
-        }
-    }
-}
-#[cfg(feature = "admin")]
-impl AnyKmipClusterInfoKeyInfo {
-    /// Whether the value held is a `T` or one of its subtypes
-    /// (`is::<KmipClusterInfoKeyInfo>()` is true for every variant).
-    pub fn is<T: x::SchemaType>(&self) -> bool {
-        REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
-    }
-}
-#[cfg(feature = "admin")]
-impl AnyKmipServerSpecKeySpec {
-    /// Whether the value held is a `T` or one of its subtypes
-    /// (`is::<KmipServerSpecKeySpec>()` is true for every variant).
-    pub fn is<T: x::SchemaType>(&self) -> bool {
-        REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
-    }
-}
-impl AnyLicenseSource {
-    /// Whether the value held is a `T` or one of its subtypes
-    /// (`is::<LicenseSource>()` is true for every variant).
-    pub fn is<T: x::SchemaType>(&self) -> bool {
-        REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
-    }
-}
-impl AnyMacAddress {
-    /// Whether the value held is a `T` or one of its subtypes
-    /// (`is::<MacAddress>()` is true for every variant).
-    pub fn is<T: x::SchemaType>(&self) -> bool {
-        REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
-    }
-    /// The `MacAddress` part of the value held, whichever subtype it is.
-    #[inline]
-    pub fn base(&self) -> &MacAddress {
-        match self {
-            Self::MacAddress(value) => value,
-            Self::MacRange(value) => &value.mac_address,
-            Self::SingleMac(value) => &value.mac_address,
-        }
-    }
-    /// The `MacAddress` part of the value held, to change.
-    #[inline]
-    pub fn base_mut(&mut self) -> &mut MacAddress {
-        match self {
-            Self::MacAddress(value) => value,
-            Self::MacRange(value) => &mut value.mac_address,
-            Self::SingleMac(value) => &mut value.mac_address,
         }
     }
 }

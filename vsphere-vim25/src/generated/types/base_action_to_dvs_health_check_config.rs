@@ -308,6 +308,7 @@ impl AnyClusterAction {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyClusterComputeResourceValidationResultBase {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<ClusterComputeResourceValidationResultBase>()` is true for every variant).
@@ -318,10 +319,13 @@ impl AnyClusterComputeResourceValidationResultBase {
     #[inline]
     pub fn base(&self) -> &ClusterComputeResourceValidationResultBase {
         match self {
+            #[cfg(feature = "admin")]
             Self::ClusterComputeResourceValidationResultBase(value) => value,
+            #[cfg(feature = "admin")]
             Self::ClusterComputeResourceDVSConfigurationValidation(value) => {
                 &value.cluster_compute_resource_validation_result_base
             }
+            #[cfg(feature = "admin")]
             Self::ClusterComputeResourceHostConfigurationValidation(value) => {
                 &value.cluster_compute_resource_validation_result_base
             }
@@ -331,10 +335,13 @@ impl AnyClusterComputeResourceValidationResultBase {
     #[inline]
     pub fn base_mut(&mut self) -> &mut ClusterComputeResourceValidationResultBase {
         match self {
+            #[cfg(feature = "admin")]
             Self::ClusterComputeResourceValidationResultBase(value) => value,
+            #[cfg(feature = "admin")]
             Self::ClusterComputeResourceDVSConfigurationValidation(value) => {
                 &mut value.cluster_compute_resource_validation_result_base
             }
+            #[cfg(feature = "admin")]
             Self::ClusterComputeResourceHostConfigurationValidation(value) => {
                 &mut value.cluster_compute_resource_validation_result_base
             }
@@ -387,6 +394,7 @@ impl AnyClusterDasAdmissionControlPolicy {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyClusterDasAdvancedRuntimeInfo {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<ClusterDasAdvancedRuntimeInfo>()` is true for every variant).
@@ -397,7 +405,9 @@ impl AnyClusterDasAdvancedRuntimeInfo {
     #[inline]
     pub fn base(&self) -> &ClusterDasAdvancedRuntimeInfo {
         match self {
+            #[cfg(feature = "admin")]
             Self::ClusterDasAdvancedRuntimeInfo(value) => value,
+            #[cfg(feature = "admin")]
             Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(value) => {
                 &value.cluster_das_advanced_runtime_info
             }
@@ -407,7 +417,9 @@ impl AnyClusterDasAdvancedRuntimeInfo {
     #[inline]
     pub fn base_mut(&mut self) -> &mut ClusterDasAdvancedRuntimeInfo {
         match self {
+            #[cfg(feature = "admin")]
             Self::ClusterDasAdvancedRuntimeInfo(value) => value,
+            #[cfg(feature = "admin")]
             Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(value) => {
                 &mut value.cluster_das_advanced_runtime_info
             }
@@ -421,6 +433,7 @@ impl AnyClusterDasData {
         REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
     }
 }
+#[cfg(feature = "admin")]
 impl AnyClusterDasHostInfo {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<ClusterDasHostInfo>()` is true for every variant).
@@ -562,6 +575,7 @@ impl AnyClusterSlotPolicy {
         REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
     }
 }
+#[cfg(feature = "admin")]
 impl AnyComputeResourceConfigInfo {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<ComputeResourceConfigInfo>()` is true for every variant).
@@ -572,7 +586,9 @@ impl AnyComputeResourceConfigInfo {
     #[inline]
     pub fn base(&self) -> &ComputeResourceConfigInfo {
         match self {
+            #[cfg(feature = "admin")]
             Self::ComputeResourceConfigInfo(value) => value,
+            #[cfg(feature = "admin")]
             Self::ClusterConfigInfoEx(value) => &value.compute_resource_config_info,
         }
     }
@@ -580,7 +596,9 @@ impl AnyComputeResourceConfigInfo {
     #[inline]
     pub fn base_mut(&mut self) -> &mut ComputeResourceConfigInfo {
         match self {
+            #[cfg(feature = "admin")]
             Self::ComputeResourceConfigInfo(value) => value,
+            #[cfg(feature = "admin")]
             Self::ClusterConfigInfoEx(value) => &mut value.compute_resource_config_info,
         }
     }
@@ -784,6 +802,7 @@ impl AnyDVPortgroupPolicy {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl AnyDVSConfigInfo {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<DVSConfigInfo>()` is true for every variant).
@@ -794,7 +813,9 @@ impl AnyDVSConfigInfo {
     #[inline]
     pub fn base(&self) -> &DVSConfigInfo {
         match self {
+            #[cfg(feature = "admin")]
             Self::DVSConfigInfo(value) => value,
+            #[cfg(feature = "admin")]
             Self::VMwareDVSConfigInfo(value) => &value.dvs_config_info,
         }
     }
@@ -802,7 +823,9 @@ impl AnyDVSConfigInfo {
     #[inline]
     pub fn base_mut(&mut self) -> &mut DVSConfigInfo {
         match self {
+            #[cfg(feature = "admin")]
             Self::DVSConfigInfo(value) => value,
+            #[cfg(feature = "admin")]
             Self::VMwareDVSConfigInfo(value) => &mut value.dvs_config_info,
         }
     }
@@ -860,6 +883,7 @@ impl AnyDVSHealthCheckCapability {
         REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
     }
 }
+#[cfg(feature = "admin")]
 impl AnyDVSHealthCheckConfig {
     /// Whether the value held is a `T` or one of its subtypes
     /// (`is::<DVSHealthCheckConfig>()` is true for every variant).
@@ -870,11 +894,15 @@ impl AnyDVSHealthCheckConfig {
     #[inline]
     pub fn base(&self) -> &DVSHealthCheckConfig {
         match self {
+            #[cfg(feature = "admin")]
             Self::DVSHealthCheckConfig(value) => value,
+            #[cfg(feature = "admin")]
             Self::VMwareDVSHealthCheckConfig(value) => &value.dvs_health_check_config,
+            #[cfg(feature = "admin")]
             Self::VMwareDVSTeamingHealthCheckConfig(value) => {
                 &value.vmware_dvs_health_check_config.dvs_health_check_config
             }
+            #[cfg(feature = "admin")]
             Self::VMwareDVSVlanMtuHealthCheckConfig(value) => {
                 &value.vmware_dvs_health_check_config.dvs_health_check_config
             }
@@ -884,21 +912,18 @@ impl AnyDVSHealthCheckConfig {
     #[inline]
     pub fn base_mut(&mut self) -> &mut DVSHealthCheckConfig {
         match self {
+            #[cfg(feature = "admin")]
             Self::DVSHealthCheckConfig(value) => value,
+            #[cfg(feature = "admin")]
             Self::VMwareDVSHealthCheckConfig(value) => &mut value.dvs_health_check_config,
+            #[cfg(feature = "admin")]
             Self::VMwareDVSTeamingHealthCheckConfig(value) => {
                 &mut value.vmware_dvs_health_check_config.dvs_health_check_config
             }
+            #[cfg(feature = "admin")]
             Self::VMwareDVSVlanMtuHealthCheckConfig(value) => {
                 &mut value.vmware_dvs_health_check_config.dvs_health_check_config
             }
         }
-    }
-}
-impl AnyDVSUplinkPortPolicy {
-    /// Whether the value held is a `T` or one of its subtypes
-    /// (`is::<DVSUplinkPortPolicy>()` is true for every variant).
-    pub fn is<T: x::SchemaType>(&self) -> bool {
-        REGISTRY.is_subtype_of(self.type_name(), T::TYPE_NAME)
     }
 }
