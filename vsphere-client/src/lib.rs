@@ -97,6 +97,8 @@
 //! error or `Debug` output holds a password or a session cookie.
 
 #![warn(missing_debug_implementations)]
+// docs.rs (a nightly rustdoc, `--cfg docsrs`) marks what a feature compiles in.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's code, compiled by `cargo test --doc`.
 #[cfg(doctest)]
